@@ -1,0 +1,63 @@
+"""accord: turn a fluctuating LLM output into a stable, validated result.
+
+    prompt -> generate -> extract -> normalize -> validate -> canonicalize -> vote -> Result
+"""
+
+from . import models
+from ._decorator import Stabilized, stabilize
+from ._errors import (
+    AccordError,
+    BackendError,
+    BudgetExceeded,
+    ConfigError,
+    InvalidOutput,
+    LedgerError,
+    ModelNotInstalled,
+    NoConsensus,
+    OutputError,
+    UnsupportedSchema,
+)
+from ._gate import MarginGate
+from ._request import Completion, Feedback, Request, Settings, Usage
+from ._result import Ballot, Result
+from ._retry import Budget, Retry
+from ._schema import Grammar, Regex, Schema
+from ._stabilizer import Stabilizer
+from ._vote import StopRule, Tally, Vote, stop_when_confident, stop_when_unanimous, stop_when_unbeatable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccordError",
+    "BackendError",
+    "Ballot",
+    "Budget",
+    "BudgetExceeded",
+    "Completion",
+    "ConfigError",
+    "Feedback",
+    "Grammar",
+    "InvalidOutput",
+    "LedgerError",
+    "MarginGate",
+    "ModelNotInstalled",
+    "NoConsensus",
+    "OutputError",
+    "Regex",
+    "Request",
+    "Result",
+    "Retry",
+    "Schema",
+    "Settings",
+    "Stabilized",
+    "Stabilizer",
+    "StopRule",
+    "Tally",
+    "Usage",
+    "Vote",
+    "models",
+    "stabilize",
+    "stop_when_confident",
+    "stop_when_unanimous",
+    "stop_when_unbeatable",
+]

@@ -1,0 +1,90 @@
+"""The two drivers of the run loop: they only call the backend and wait; ``_flow`` decides."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent import futures
+from typing import Any, Generator, Sequence
+
+from ._flow import Call, Outcome, Step
+from ._result import Result
+from ._threads import spawn
+
+Flow = Generator[Step, Sequence[Outcome], Result[Any]]
+
+
+def _call(backend: Any, call: Call) -> Outcome:
+    start = time.perf_counter()
+    try:
+        return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
+    except Exception as exc:  # handed to the flow, which maps it to a BackendError
+        return Outcome(call, None, exc, time.perf_counter() - start)
+
+
+async def _acall(backend: Any, call: Call, limit: asyncio.Semaphore | None) -> Outcome:
+    async with limit or _NO_LIMIT:
+        start = time.perf_counter()
+        try:
+            return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
+        except Exception as exc:
+            return Outcome(call, None, exc, time.perf_counter() - start)
+
+
+def _submit(backend: Any, call: Call) -> futures.Future[Outcome]:
+    if getattr(backend, "blocking", True):
+        return spawn(_call, backend, call)  # a daemon thread: a hung call can be abandoned
+    done: futures.Future[Outcome] = futures.Future()
+    done.set_result(_call(backend, call))
+    return done
+
+
+def drive(flow: Flow, backend: Any) -> Result[Any]:
+    """Run a flow to its Result with worker threads (usable inside a running event loop)."""
+    running: dict[futures.Future[Outcome], Call] = {}
+    step = next(flow)
+    while True:
+        running.update({_submit(backend, call): call for call in step.start})
+        if running:
+            done, _ = futures.wait(running, timeout=step.timeout, return_when=futures.FIRST_COMPLETED)
+        else:
+            time.sleep(step.timeout or 0.0)
+            done = set()
+        outcomes = [future.result() for future in done if running.pop(future, None)]
+        try:
+            step = flow.send(outcomes)
+        except StopIteration as stop:
+            return stop.value  # calls still running are abandoned (daemon threads)
+
+
+async def adrive(flow: Flow, backend: Any, limit: asyncio.Semaphore | None = None) -> Result[Any]:
+    """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight."""
+    running: dict[asyncio.Future[Outcome], Call] = {}
+    step = next(flow)
+    try:
+        while True:
+            running.update({asyncio.ensure_future(_acall(backend, c, limit)): c for c in step.start})
+            if running:
+                done, _ = await asyncio.wait(running, timeout=step.timeout, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(step.timeout or 0.0)
+                done = set()
+            outcomes = [task.result() for task in done if running.pop(task, None)]
+            try:
+                step = flow.send(outcomes)
+            except StopIteration as stop:
+                return stop.value
+    finally:
+        for task in running:
+            task.cancel()
+
+
+class _Unlimited:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LIMIT = _Unlimited()

@@ -1,0 +1,361 @@
+"""The run loop: an I/O-free generator that decides one prompt.
+
+It yields :class:`Step` ("start these calls, wake me within ``timeout`` seconds") and receives the
+:class:`Outcome` of every call that finished; it returns the :class:`~accord.Result`. It never
+calls a model, sleeps or reads a clock other than the one injected, so the sync and async drivers
+in ``_drive`` share it, and tests can drive it by hand (the httpx auth-flow pattern).
+
+Per ballot slot: call, read the output (``_pipeline``), retry invalid output with feedback,
+retry transient faults with backoff, grow ``max_tokens`` after a truncation. Across slots: start
+``quorum`` slots at once (one first when a margin gate may accept it alone), then one at a time
+while undecided; stop as soon as the vote policy decides, no answer can reach the quorum, or the
+budget runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Generator, Sequence
+
+from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
+from ._gate import MarginGate, Margins
+from ._pipeline import Misreading, read
+from ._prompt import build_input
+from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
+from ._result import Ballot, Result
+from ._retry import Budget, Retry
+from ._schema import Schema
+from ._vote import Tally, Vote
+from .backends._function import backend_error
+
+log = logging.getLogger("accord")
+
+ACCEPTED = {"unanimous", "unbeatable", "confident", "k reached", "gate"}
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Call:
+    id: int
+    slot: int
+    request: Request
+
+
+@dataclass(frozen=True)
+class Step:
+    """Start these calls; send back what finishes, or an empty list after ``timeout`` seconds."""
+
+    start: tuple[Call, ...]
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    call: Call
+    completion: Completion | None
+    error: BaseException | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything that shapes a run besides the prompt, schema and backend."""
+
+    vote: Vote = field(default_factory=Vote)
+    retry: Retry = field(default_factory=Retry)
+    budget: Budget = field(default_factory=Budget)
+    settings: Settings = field(default_factory=Settings)
+    hint: bool = True
+    normalizers: tuple[Callable[[Any], Any], ...] = ()
+    plurality: bool = False
+    on_ballot: Callable[[Ballot], Any] | None = None
+    perturb: Any = None
+
+
+@dataclass
+class _Slot:
+    index: int
+    request: Request
+    calls: int = 0
+    outputs: int = 0
+    faults: int = 0
+    finished: bool = False
+    fault: AccordError | None = None
+
+
+def decide(
+    prompt: Prompt,
+    schema: Schema[Any],
+    backend: Any,
+    policy: Policy,
+    clock: Callable[[], float] = time.monotonic,
+) -> Generator[Step, Sequence[Outcome], Result[Any]]:
+    """The decision loop for one prompt (see the module docstring)."""
+    return _Run(prompt, schema, backend, policy, clock).loop()
+
+
+class _Run:
+    def __init__(self, prompt: Prompt, schema: Schema[Any], backend: Any, policy: Policy, clock: Callable[[], float]):
+        self.prompt, self.schema, self.backend, self.policy, self.clock = prompt, schema, backend, policy, clock
+        self.vote = policy.vote
+        self.quorum = self.vote.needed
+        self.gate: MarginGate | None = self.vote.gate
+        self.gating = self.gate is not None and bool(getattr(backend, "gives_margins", False))
+        self.hint = policy.hint and not getattr(backend, "constrains", False)
+        self.t0 = clock()
+        self.slots: list[_Slot] = []
+        self.ready: list[Call] = []
+        self.delayed: list[tuple[float, Call]] = []
+        self.in_flight: dict[int, Call] = {}
+        self.ballots: list[Ballot] = []
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, Ballot] = {}
+        self.scores: dict[str, list[float]] = {}
+        self.gate_key: str | None = None
+        self.next_id = 0
+        self.started = 0
+        self.usage = Usage()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def loop(self) -> Generator[Step, Sequence[Outcome], Result[Any]]:
+        self.schedule()
+        while True:
+            now = self.clock()
+            starts = self.take_ready(now)
+            if not starts and not self.in_flight and not self.delayed:
+                return self.finish(*self.verdict(now, stalled=True))
+            outcomes = yield Step(tuple(starts), self.timeout(now))
+            now = self.clock()
+            for outcome in outcomes:
+                self.absorb(outcome, now)
+            verdict = self.verdict(now)
+            if verdict is not None:
+                return self.finish(*verdict)
+            self.schedule()
+
+    def take_ready(self, now: float) -> list[Call]:
+        due = [call for when, call in self.delayed if when <= now]
+        self.delayed = [(when, call) for when, call in self.delayed if when > now]
+        starts = []
+        limit = self.policy.budget.max_calls
+        for call in self.ready + due:
+            if limit is not None and self.started >= limit:
+                break  # over the call budget: never started; the verdict ends the run
+            self.started += 1
+            starts.append(call)
+            self.in_flight[call.id] = call
+        self.ready = []
+        return starts
+
+    def timeout(self, now: float) -> float | None:
+        waits = [when - now for when, _ in self.delayed]
+        if self.policy.budget.max_seconds is not None:
+            waits.append(self.t0 + self.policy.budget.max_seconds - now)
+        return max(0.0, min(waits)) if waits else None
+
+    # -- scheduling --------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Open new ballot slots: the first batch, then one at a time while undecided."""
+        opened, k = len(self.slots), self.vote.k
+        if opened >= k:
+            return
+        if self.gating and opened == 1 and not self.slots[0].finished:
+            return  # the gate may accept slot 0 alone: wait for it
+        target = 1 if self.gating and opened == 0 else (self.quorum if self.vote.stop_rule else k)
+        if opened < target:
+            for _ in range(target - opened):
+                self.open()
+        elif all(slot.finished for slot in self.slots):
+            self.open()
+
+    def open(self) -> None:
+        index = len(self.slots)
+        perturbation = self.policy.perturb.for_ballot(index) if self.policy.perturb is not None else None
+        request = self.request(index, None, self.policy.settings, perturbation)
+        slot = _Slot(index, request)
+        self.slots.append(slot)
+        self.call(slot, request)
+
+    def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request:
+        text = build_input(self.prompt, self.schema, hint=self.hint, feedback=feedback)
+        return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation)
+
+    def call(self, slot: _Slot, request: Request, delay: float = 0.0) -> None:
+        slot.calls += 1
+        slot.request = replace(request, ballot=slot.index, attempt=slot.calls)
+        self.next_id += 1
+        call = Call(self.next_id, slot.index, slot.request)
+        if delay > 0:
+            self.delayed.append((self.clock() + delay, call))
+        else:
+            self.ready.append(call)
+
+    # -- one finished call -------------------------------------------------------------------
+
+    def absorb(self, outcome: Outcome, now: float) -> None:
+        call = outcome.call
+        self.in_flight.pop(call.id, None)
+        slot = self.slots[call.slot]
+        started = max(0.0, now - self.t0 - outcome.seconds)
+        if outcome.completion is None:
+            self.fault(slot, call, backend_error(outcome.error or RuntimeError("no completion")), outcome, started)
+            return
+        completion = outcome.completion
+        usage = completion.usage
+        usage = Usage(usage.prompt_tokens, usage.completion_tokens, outcome.seconds, 1)
+        self.usage = self.usage + usage
+        margins = (self.gate or MarginGate()).check(completion.margins, self.backend)
+        reading = read(completion.text, self.schema, self.policy.normalizers)
+        slot.outputs += 1
+        common = dict(
+            slot=slot.index, attempt=call.request.attempt, text=completion.text,
+            finish_reason=completion.finish_reason, usage=usage, started=started, seconds=outcome.seconds,
+            min_margin=margins.min_margin, fragile_steps=margins.fragile_steps,
+            meta={**completion.meta, **({"perturbation": _describe(call.request.perturbation)} if call.request.perturbation is not None else {})},
+        )
+        if isinstance(reading, Misreading):
+            error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
+            self.record(Ballot(status="invalid", error=error, **common))
+            self.retry_output(slot, call, completion, reading)
+            return
+        ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, **common)
+        self.record(ballot)
+        slot.finished = True
+        self.counts[reading.key] = self.counts.get(reading.key, 0) + 1
+        self.first.setdefault(reading.key, ballot)
+        if completion.score is not None:
+            self.scores.setdefault(reading.key, []).append(completion.score)
+        if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
+            self.gate_key = reading.key
+
+    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading) -> None:
+        if not self.policy.retry.again(slot.outputs, self.clock() - self.t0):
+            slot.finished = True
+            return
+        request = call.request
+        if completion.finish_reason == "length":
+            # Truncated: same question, more room; not re-asked with feedback.
+            current = request.settings.max_tokens or getattr(self.backend, "default_max_tokens", DEFAULT_MAX_TOKENS)
+            grown = math.ceil(current * self.policy.retry.grow_max_tokens)
+            self.call(slot, request.with_settings(max_tokens=grown))
+            return
+        feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
+        self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
+
+    def fault(self, slot: _Slot, call: Call, error: AccordError, outcome: Outcome, started: float) -> None:
+        self.usage = self.usage + Usage(seconds=outcome.seconds, calls=1)
+        info = {"stage": "backend", "message": str(error), "type": type(error).__name__}
+        retryable = isinstance(error, BackendError) and error.retryable
+        info["retryable"] = retryable
+        self.record(Ballot(slot.index, call.request.attempt, "error", error=info, usage=Usage(seconds=outcome.seconds, calls=1),
+                           started=started, seconds=outcome.seconds))
+        slot.faults += 1
+        if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):
+            wait = self.policy.retry.backoff(slot.faults, getattr(error, "retry_after", None))
+            self.call(slot, call.request, delay=wait)
+            return
+        slot.finished = True
+        slot.fault = error
+
+    def record(self, ballot: Ballot) -> None:
+        self.ballots.append(ballot)
+        log.debug("ballot %d.%d %s %s", ballot.slot, ballot.attempt, ballot.status, ballot.key or (ballot.error or {}).get("message", ""))
+        if self.policy.on_ballot is not None:
+            try:
+                self.policy.on_ballot(ballot)
+            except Exception:  # a broken callback must not lose the run
+                log.exception("on_ballot callback failed")
+
+    # -- the verdict -------------------------------------------------------------------------
+
+    def tally(self) -> Tally:
+        return Tally(dict(self.counts), sum(s.finished for s in self.slots), self.vote.k, self.quorum)
+
+    def verdict(self, now: float, stalled: bool = False) -> tuple[str, str | None] | None:
+        """``(stopped_because, winner key)`` once the run is over, else None."""
+        if self.gate_key is not None:
+            return "gate", self.gate_key
+        tally = self.tally()
+        reason = self.vote.decide(tally)
+        if reason:
+            return reason, self.vote.winner(tally, self.score_map())
+        if tally.hopeless:
+            return ("no quorum" if tally.valid else "no valid ballot"), None
+        budget = self.policy.budget
+        over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
+        tokens = self.usage.total_tokens or 0
+        over_tokens = budget.max_tokens is not None and tokens >= budget.max_tokens
+        if over_time or over_tokens or stalled:
+            return "budget", None
+        return None
+
+    def score_map(self) -> dict[str, tuple[float, ...]]:
+        return {key: tuple(values) for key, values in self.scores.items()}
+
+    def finish(self, reason: str, winner: str | None) -> Result[Any]:
+        for call in self.in_flight.values():
+            self.record(Ballot(call.slot, call.request.attempt, "cancelled", started=self.clock() - self.t0))
+        tally = self.tally()
+        stable = reason in ACCEPTED
+        if winner is None and self.policy.plurality and tally.counts:
+            winner = self.vote.winner(tally, self.score_map())
+        chosen = self.first.get(winner) if winner is not None else None
+        votes = dict(tally.ranked)
+        error = None if stable or (self.policy.plurality and chosen) else self.error(reason, tally, votes)
+        result: Result[Any] = Result(
+            value=chosen.value if chosen else None,
+            stable=stable,
+            agreement=(votes[winner] / tally.valid) if chosen and tally.valid else 0.0,
+            votes=votes,
+            ballots=tuple(self.ballots),
+            stopped_because=reason,
+            usage=self.usage,
+            schema=self.schema.name,
+            fingerprint=str(getattr(self.backend, "fingerprint", "")),
+            key=winner if chosen else None,
+            error=error,
+            min_margin=chosen.min_margin if chosen else None,
+            fragile_steps=chosen.fragile_steps if chosen else None,
+            meta={
+                **_describe_backend(self.backend),
+                **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
+                "seconds": round(self.clock() - self.t0, 6),
+                "k": self.vote.k,
+                "quorum": self.quorum,
+            },
+        )
+        if error is not None:
+            error.result = result
+        return result
+
+    def error(self, reason: str, tally: Tally, votes: dict[str, int]) -> AccordError:
+        shown = ", ".join(f"{key} x{count}" for key, count in list(votes.items())[:5])
+        if reason == "budget":
+            return BudgetExceeded(f"budget ran out before a decision ({len(self.ballots)} calls; votes: {shown or 'none'})")
+        if tally.valid:
+            return NoConsensus(f"no answer can reach the quorum of {self.quorum} of {self.vote.k} (votes: {shown})")
+        faults = [slot.fault for slot in self.slots if slot.fault is not None]
+        if faults and len(faults) == sum(s.finished for s in self.slots):
+            last = faults[-1]
+            return BackendError(f"every ballot failed in the backend; last: {last}", status=getattr(last, "status", None))
+        last_error = next((b.error for b in reversed(self.ballots) if b.error), None)
+        detail = f"; last: {last_error['message']}" if last_error else ""
+        return InvalidOutput(f"no valid output in {len(self.ballots)} calls{detail}")
+
+
+def _describe(value: Any) -> Any:
+    describe = getattr(value, "describe", None)
+    return describe() if callable(describe) else value
+
+
+def _describe_backend(backend: Any) -> dict[str, Any]:
+    describe = getattr(backend, "describe", None)
+    try:
+        return dict(describe()) if callable(describe) else {"backend": type(backend).__name__}
+    except Exception:  # describing must never lose a result
+        return {"backend": type(backend).__name__}

@@ -1,0 +1,47 @@
+"""The margin gate: accept one ballot alone when no decoding step was numerically fragile.
+
+A step is fragile when the gap between the best and second-best allowed logit is below the noise
+floor (the largest logit change the numeric perturbations cause). A ballot with margins and no
+fragile step would come out the same under that noise, so one call suffices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Margins:
+    """What the gate saw in one completion."""
+
+    min_margin: float | None
+    fragile_steps: int | None
+    floor: float | None
+    certified: bool | None  # None: the gate stood aside (no margins or no floor)
+
+
+@dataclass(frozen=True)
+class MarginGate:
+    """``floor``: the noise floor in logits; None asks the backend for its measured floor."""
+
+    floor: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.floor is not None and (isinstance(self.floor, bool) or not self.floor >= 0):
+            raise ConfigError(f"MarginGate(floor=...) must be >= 0 or None, got {self.floor!r}")
+
+    def check(self, margins: tuple[float, ...] | None, backend: Any = None) -> Margins:
+        floor = self.floor
+        if floor is None and backend is not None:
+            floor = getattr(backend, "noise_floor", None)
+            floor = floor() if callable(floor) else floor
+        if not margins:
+            return Margins(None, None, floor, None)
+        low = min(margins)
+        if floor is None:
+            return Margins(low, None, None, None)
+        fragile = sum(1 for m in margins if m < floor)
+        return Margins(low, fragile, floor, fragile == 0)

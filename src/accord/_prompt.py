@@ -1,0 +1,57 @@
+"""Stage 1, prompt: what the model is sent.
+
+The user's prompt, plus (for backends that cannot constrain their output) a short rendering of the
+schema, plus (on a retry) one feedback block. Feedback is kept as data on the Request and rendered
+to text only here; the context never grows with attempts.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ._request import Feedback, Message, Prompt
+from ._schema import Schema
+
+_MAX_FEEDBACK_ERRORS = 8
+
+
+def render_feedback(feedback: Feedback) -> str:
+    """One short block naming the failing fields and why."""
+    if feedback.kind == "extract":
+        head = "Your previous answer could not be read"
+    elif feedback.kind == "truncated":
+        head = "Your previous answer was cut off"
+    else:
+        head = "Your previous answer was invalid"
+    lines = [f"{head}:"]
+    for error in feedback.errors[:_MAX_FEEDBACK_ERRORS]:
+        loc = ".".join(str(p) for p in error.get("loc", ())) or "answer"
+        got = f" (got {json.dumps(error['input'], ensure_ascii=False)})" if "input" in error else ""
+        lines.append(f"- {loc}: {error.get('msg', 'invalid')}{got}")
+    if len(feedback.errors) > _MAX_FEEDBACK_ERRORS:
+        lines.append(f"- and {len(feedback.errors) - _MAX_FEEDBACK_ERRORS} more")
+    lines.append("Answer again, correcting these errors.")
+    return "\n".join(lines)
+
+
+def build_input(prompt: Prompt, schema: Schema, *, hint: bool, feedback: Feedback | None) -> Prompt:
+    """The prompt as sent: the user's prompt, the schema hint if asked, the feedback if any."""
+    extras = []
+    if hint:
+        extras.append(schema.render())
+    if feedback is not None:
+        extras.append(render_feedback(feedback))
+    if not extras:
+        return prompt
+    if isinstance(prompt, str):
+        return "\n\n".join([prompt, *extras])
+    messages: list[Message] = [dict(m) for m in prompt]
+    if hint:
+        # The schema belongs with the question: append it to the last user message.
+        for message in reversed(messages):
+            if message.get("role") == "user" and isinstance(message.get("content"), str):
+                message["content"] = f"{message['content']}\n\n{extras.pop(0)}"
+                break
+    if extras:
+        messages.append({"role": "user", "content": "\n\n".join(extras)})
+    return messages

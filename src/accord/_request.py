@@ -1,0 +1,117 @@
+"""The backend boundary: what accord asks a model for (Request) and what comes back (Completion)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from ._schema import Schema
+
+Message = dict[str, Any]
+Prompt = Union[str, list[Message]]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and seconds; token counts are None when the backend does not report them."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float = 0.0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
+        return Usage(
+            add(self.prompt_tokens, other.prompt_tokens),
+            add(self.completion_tokens, other.completion_tokens),
+            self.seconds + other.seconds,
+            self.calls + other.calls,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "seconds": round(self.seconds, 6),
+            "calls": self.calls,
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Generation settings. ``temperature=0`` is greedy; accord adds no sampling filters."""
+
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Why the previous attempt was rejected, kept as data; rendered to text only in ``_prompt``."""
+
+    kind: str  # "extract" | "validate"
+    errors: tuple[dict[str, Any], ...]
+    excerpt: str = ""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call.
+
+    ``prompt`` is what the user passed (a string or a list of chat messages). ``input`` is what a
+    text backend should send: the prompt, plus a short rendering of the schema when the backend
+    cannot constrain its output, plus one feedback block on a retry. It never grows with attempts.
+    """
+
+    prompt: Prompt
+    input: Prompt
+    schema: Schema
+    settings: Settings = field(default_factory=Settings)
+    ballot: int = 0
+    attempt: int = 1
+    feedback: Feedback | None = None
+    perturbation: Any = None
+
+    @property
+    def messages(self) -> list[Message]:
+        """``input`` as a chat message list."""
+        if isinstance(self.input, str):
+            return [{"role": "user", "content": self.input}]
+        return list(self.input)
+
+    def with_settings(self, **changes: Any) -> Request:
+        return replace(self, settings=replace(self.settings, **changes))
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a backend returns for one Request.
+
+    ``finish_reason`` is "stop", "length" (truncated by ``max_tokens``) or what the backend says.
+    ``margins`` is, per generated token, the gap between the best and second-best allowed logit
+    (or log-probability over HTTP), when the backend can see it. ``score`` is an optional model
+    score (mean token log-probability) used to break ties. ``meta`` is backend metadata (engine,
+    server fingerprint, perturbation, ...), JSON-serializable.
+    """
+
+    text: str
+    finish_reason: str | None = "stop"
+    usage: Usage = field(default_factory=Usage)
+    margins: tuple[float, ...] | None = None
+    score: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)

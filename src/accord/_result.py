@@ -1,0 +1,143 @@
+"""Stage 8, Result: the value, how sure accord is, and how it got there."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ._request import Usage
+
+if TYPE_CHECKING:
+    from ._errors import AccordError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """One model call: what was sent and returned, and what accord made of it.
+
+    ``slot`` is the vote slot (ballot number) and ``attempt`` the call within it (1 = first).
+    ``status``: "valid", "invalid" (extraction or validation failed), "error" (the backend
+    failed), or "cancelled" (abandoned once the vote was decided or the budget ran out).
+    ``error`` is structured: ``{"stage", "message", "errors"}``.
+    """
+
+    slot: int
+    attempt: int
+    status: str
+    text: str | None = None
+    value: Any = None
+    data: Any = None
+    key: str | None = None
+    error: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    started: float = 0.0
+    seconds: float = 0.0
+    min_margin: float | None = None
+    fragile_steps: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slot": self.slot,
+            "attempt": self.attempt,
+            "status": self.status,
+            "text": self.text,
+            "data": self.data,
+            "key": self.key,
+            "error": _jsonable(self.error),
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_dict(),
+            "started": round(self.started, 6),
+            "seconds": round(self.seconds, 6),
+            "min_margin": self.min_margin,
+            "fragile_steps": self.fragile_steps,
+            "meta": _jsonable(self.meta),
+        }
+
+
+@dataclass(frozen=True)
+class Result(Generic[T]):
+    """The outcome of one run.
+
+    ``value`` is always a validated value (or None when the run failed without a plurality).
+    ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
+    gate). ``agreement``: winner's votes / valid ballots. ``votes``: {canonical form: count}.
+    ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
+    "confident", "k reached", "gate", "budget", "no quorum", "no valid ballot", "backend error".
+    """
+
+    value: T | None
+    stable: bool
+    agreement: float
+    votes: dict[str, int]
+    ballots: tuple[Ballot, ...]
+    stopped_because: str
+    usage: Usage
+    schema: str = ""
+    fingerprint: str = ""
+    key: str | None = None
+    error: AccordError | None = None
+    field_agreement: dict[str, float] | None = None
+    min_margin: float | None = None
+    fragile_steps: int | None = None
+    replayed: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        """Model calls made, every retry included."""
+        return len(self.ballots)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def engine(self) -> str | None:
+        return self.meta.get("engine")
+
+    def to_dict(self) -> dict[str, Any]:
+        winner = next((b for b in self.ballots if b.key is not None and b.key == self.key), None)
+        return {
+            "value": winner.data if winner else None,
+            "stable": self.stable,
+            "agreement": self.agreement,
+            "votes": dict(self.votes),
+            "stopped_because": self.stopped_because,
+            "calls": self.calls,
+            "usage": self.usage.to_dict(),
+            "schema": self.schema,
+            "fingerprint": self.fingerprint,
+            "key": self.key,
+            "error": None if self.error is None else {"type": type(self.error).__name__, "message": str(self.error)},
+            "field_agreement": self.field_agreement,
+            "min_margin": self.min_margin,
+            "fragile_steps": self.fragile_steps,
+            "replayed": self.replayed,
+            "meta": _jsonable(self.meta),
+            "ballots": [b.to_dict() for b in self.ballots],
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(value={self.value!r}, stable={self.stable}, agreement={self.agreement:.2f}, "
+            f"calls={self.calls}, stopped_because={self.stopped_because!r})"
+        )
+
+
+def _jsonable(data: Any) -> Any:
+    """A JSON-safe copy (tuples to lists, unknown objects to their repr)."""
+    if data is None or isinstance(data, (str, int, float, bool)):
+        return data
+    if isinstance(data, dict):
+        return {str(k): _jsonable(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_jsonable(v) for v in data]
+    return repr(data)

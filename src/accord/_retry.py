@@ -1,0 +1,82 @@
+"""Retry and budget policies: small frozen objects; waits and stops are tenacity's."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import tenacity
+
+from ._errors import ConfigError
+
+
+@dataclass
+class _State:
+    """The slice of tenacity's RetryCallState that stop and wait objects read."""
+
+    attempt_number: int
+    seconds_since_start: float = 0.0
+    idle_for: float = 0.0
+    outcome: Any = None
+    upcoming_sleep: float = 0.0
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How one ballot retries.
+
+    ``attempts``: calls per ballot for invalid output, the first included; each retry is a fresh
+    request carrying one feedback block. ``transport_attempts``: calls per ballot for transient
+    backend faults (timeouts, 429, 5xx), spaced by ``wait`` (a tenacity wait; exponential with
+    jitter by default) or the server's Retry-After, whichever is longer. A truncated output
+    (``finish_reason="length"``) is retried with ``max_tokens`` times ``grow_max_tokens``.
+    ``stop`` / ``transport_stop`` override the attempt counts with any tenacity stop.
+    """
+
+    attempts: int = 3
+    transport_attempts: int = 4
+    wait: Any = field(default_factory=lambda: tenacity.wait_exponential_jitter(initial=0.5, max=20, jitter=0.5))
+    grow_max_tokens: float = 2.0
+    stop: Any = None
+    transport_stop: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("attempts", "transport_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"Retry({name}=...) must be a positive int, got {value!r}")
+        if self.grow_max_tokens < 1:
+            raise ConfigError("Retry(grow_max_tokens=...) must be >= 1")
+
+    def again(self, attempt: int, seconds: float) -> bool:
+        """May a ballot that made ``attempt`` calls with invalid output try once more?"""
+        stop = self.stop or tenacity.stop_after_attempt(self.attempts)
+        return not stop(_State(attempt, seconds))
+
+    def again_after_fault(self, faults: int, seconds: float) -> bool:
+        stop = self.transport_stop or tenacity.stop_after_attempt(self.transport_attempts)
+        return not stop(_State(faults, seconds))
+
+    def backoff(self, faults: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before the next try after ``faults`` transient faults."""
+        wait = float(self.wait(_State(faults)))
+        return max(wait, retry_after or 0.0)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one run: wall-clock seconds, model calls, total tokens. None means no limit.
+
+    ``max_seconds`` ends a run even while a sync backend hangs (the call is abandoned).
+    """
+
+    max_seconds: float | None = None
+    max_calls: int | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_seconds", "max_calls", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or math.isnan(value)):
+                raise ConfigError(f"Budget({name}=...) must be a positive number or None, got {value!r}")

@@ -1,0 +1,228 @@
+"""What shape the output takes: one adapter over every kind of ``schema=`` accord accepts.
+
+Kinds: ``object`` (a pydantic model), ``choice`` (``Literal[...]`` or an ``Enum``), ``scalar``
+(``int``, ``float``, ``bool``, ``str``), ``type`` (any other type pydantic can validate, such as
+``list[int]``), ``json`` (a JSON Schema dict), ``regex`` (:class:`Regex`) and ``grammar``
+(:class:`Grammar`, a Lark grammar).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import typing
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+import pydantic
+
+from ._errors import UnsupportedSchema
+
+T = TypeVar("T")
+
+_SCALAR_WORDS = {int: "an integer", float: "a number", bool: "yes or no", str: "a short text"}
+
+
+@dataclass(frozen=True)
+class Regex:
+    """Output that must match a regular expression as a whole (``re.fullmatch``)."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise UnsupportedSchema(f"invalid regular expression {self.pattern!r}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Output that must parse under a context-free grammar written in Lark (start rule ``start``)."""
+
+    lark: str
+
+    @cached_property
+    def parser(self) -> Any:
+        try:
+            import lark
+        except ImportError as exc:  # pragma: no cover - lark is a core dependency
+            raise UnsupportedSchema("Grammar needs the 'lark' package: pip install lark") from exc
+        try:
+            return lark.Lark(self.lark, start="start", parser="earley")
+        except lark.exceptions.LarkError as exc:
+            raise UnsupportedSchema(f"invalid Lark grammar: {exc}") from exc
+
+
+class ValidationFailure(Exception):
+    """Raised by :meth:`Schema.validate`; ``errors`` are structured dicts (loc, msg, type)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__("; ".join(_error_line(e) for e in errors))
+        self.errors = errors
+
+
+def _error_line(error: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in error.get("loc", ())) or "value"
+    return f"{loc}: {error.get('msg', 'invalid')}"
+
+
+def _short(value: Any, limit: int = 80) -> Any:
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+class Schema(Generic[T]):
+    """The adapter: validate data into a value, dump a value to JSON data, describe the shape."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.kind = self._kind_of(source)
+        self._adapter: pydantic.TypeAdapter[Any] | None = None
+        self._validator: Any = None
+        if self.kind in {"object", "choice", "scalar", "type"}:
+            try:
+                self._adapter = pydantic.TypeAdapter(source)
+            except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+                raise UnsupportedSchema(f"cannot validate {source!r}: {exc}") from exc
+        elif self.kind == "json":
+            self._validator = _json_validator(source)
+        elif self.kind == "grammar":
+            source.parser  # noqa: B018 - compile now, so a bad grammar fails at construction
+
+    @staticmethod
+    def of(source: Any) -> Schema[Any]:
+        return source if isinstance(source, Schema) else Schema(source)
+
+    @staticmethod
+    def _kind_of(source: Any) -> str:
+        if isinstance(source, dict):
+            return "json"
+        if isinstance(source, Regex):
+            return "regex"
+        if isinstance(source, Grammar):
+            return "grammar"
+        if isinstance(source, type) and issubclass(source, pydantic.BaseModel):
+            return "object"
+        if _is_literal(source) or (isinstance(source, type) and issubclass(source, enum.Enum)):
+            return "choice"
+        if source in _SCALAR_WORDS:
+            return "scalar"
+        if source is None or isinstance(source, (str, int, float, list, tuple)):
+            raise UnsupportedSchema(
+                f"schema={source!r} is not a schema: pass a pydantic model, Literal[...], an Enum, "
+                "a plain type, a JSON Schema dict, accord.Regex or accord.Grammar"
+            )
+        return "type"
+
+    # -- description -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        if self.kind == "json":
+            return str(self.source.get("title", "json"))
+        if self.kind in {"regex", "grammar"}:
+            return self.kind
+        return getattr(self.source, "__name__", None) or repr(self.source)
+
+    @cached_property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the output (None for a grammar)."""
+        if self._adapter is not None:
+            return self._adapter.json_schema()
+        if self.kind == "json":
+            return self.source
+        if self.kind == "regex":
+            return {"type": "string", "pattern": self.source.pattern}
+        return None
+
+    @cached_property
+    def choices(self) -> tuple[Any, ...] | None:
+        """The allowed values of a choice schema, as JSON data."""
+        if self.kind != "choice":
+            return None
+        if _is_literal(self.source):
+            return tuple(m.value if isinstance(m, enum.Enum) else m for m in typing.get_args(self.source))
+        return tuple(member.value for member in self.source)
+
+    def render(self) -> str:
+        """A short instruction that tells a model the expected shape (for unconstrained backends)."""
+        if self.kind == "choice":
+            words = ", ".join(json.dumps(c) if not isinstance(c, str) else c for c in self.choices or ())
+            return f"Answer with exactly one of: {words}."
+        if self.kind == "scalar":
+            return f"Answer with {_SCALAR_WORDS[self.source]} only."
+        if self.kind == "regex":
+            return f"Answer with text matching the regular expression {self.source.pattern}"
+        if self.kind == "grammar":
+            return f"Answer in this grammar (Lark):\n{self.source.lark.strip()}"
+        schema = json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False)
+        return f"Answer with a JSON value that matches this JSON Schema:\n{schema}"
+
+    # -- validation --------------------------------------------------------------------------
+
+    def validate(self, data: Any) -> T:
+        """Return the validated value, or raise :class:`ValidationFailure` with structured errors."""
+        if self._adapter is not None:
+            try:
+                return self._adapter.validate_python(data)
+            except pydantic.ValidationError as exc:
+                raise ValidationFailure(
+                    [
+                        {"loc": tuple(e["loc"]), "msg": e["msg"], "type": e["type"], "input": _short(e.get("input"))}
+                        for e in exc.errors(include_url=False)
+                    ]
+                ) from None
+        if self.kind == "json":
+            errors = sorted(self._validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+            if errors:
+                raise ValidationFailure(
+                    [
+                        {"loc": tuple(e.absolute_path), "msg": _short(e.message, 200), "type": str(e.validator)}
+                        for e in errors[:20]
+                    ]
+                )
+            return data  # type: ignore[no-any-return]
+        if not isinstance(data, str):
+            raise ValidationFailure([{"loc": (), "msg": "expected text", "type": "string_type", "input": _short(data)}])
+        if self.kind == "regex":
+            if re.fullmatch(self.source.pattern, data) is None:
+                raise ValidationFailure(
+                    [{"loc": (), "msg": f"does not match {self.source.pattern}", "type": "pattern", "input": _short(data)}]
+                )
+            return data  # type: ignore[return-value]
+        import lark
+
+        try:
+            self.source.parser.parse(data)
+        except lark.exceptions.LarkError as exc:
+            raise ValidationFailure([{"loc": (), "msg": _short(str(exc).strip(), 200), "type": "grammar"}]) from None
+        return data  # type: ignore[return-value]
+
+    def dump(self, value: Any) -> Any:
+        """The JSON data of a validated value."""
+        if self._adapter is not None:
+            return self._adapter.dump_python(value, mode="json")
+        return value
+
+    def __repr__(self) -> str:
+        return f"Schema({self.kind}: {self.name})"
+
+
+def _json_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise UnsupportedSchema(f"invalid JSON Schema: {exc.message}") from exc
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)

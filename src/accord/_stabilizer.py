@@ -1,0 +1,203 @@
+"""The public entry point: ``Stabilizer(model, schema=...).run(prompt) -> Result``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from typing import Any, Awaitable, Callable, Generic, Iterable, Sequence, TypeVar, overload
+
+from ._drive import adrive, drive
+from ._errors import AccordError, ConfigError
+from ._flow import Policy, decide
+from ._gate import MarginGate
+from ._request import Prompt, Settings, Usage
+from ._result import Ballot, Result
+from ._retry import Budget, Retry
+from ._schema import Schema
+from ._vote import Vote
+from .backends._base import Backend
+from .backends._function import FunctionBackend
+
+T = TypeVar("T")
+R = TypeVar("R")
+log = logging.getLogger("accord")
+
+DEFAULT_VOTE = Vote(k=5, gate=MarginGate())
+
+
+class Stabilizer(Generic[T]):
+    """Turns one model into a stable, validated answer per prompt.
+
+    ``model``: a backend from ``accord.models`` (a plain function is wrapped with
+    ``models.function``). ``schema``: a pydantic model, ``Literal[...]``/``Enum``, a plain type, a
+    JSON Schema dict, ``accord.Regex`` or ``accord.Grammar``. ``vote``/``retry``/``budget``: the
+    policies. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
+    backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
+    (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
+    """
+
+    @overload
+    def __init__(self: Stabilizer[T], model: Any, schema: type[T], **options: Any) -> None: ...
+    @overload
+    def __init__(self: Stabilizer[Any], model: Any, schema: Any, **options: Any) -> None: ...
+
+    def __init__(
+        self,
+        model: Any,
+        schema: Any,
+        *,
+        vote: Vote | None = None,
+        retry: Retry | None = None,
+        budget: Budget | None = None,
+        normalize: Sequence[Callable[[Any], Any]] = (),
+        schema_in_prompt: bool = True,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        on_no_consensus: str = "raise",
+        on_ballot: Callable[[Ballot], Any] | None = None,
+        perturb: Any = None,
+        ledger: Any = None,
+    ) -> None:
+        if isinstance(model, Backend):
+            self.model = model
+        elif callable(model) and hasattr(model, "generate"):
+            self.model = model
+        elif callable(model):
+            self.model = FunctionBackend(model)
+        elif hasattr(model, "generate"):
+            self.model = model
+        else:
+            raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
+        self.schema: Schema[T] = Schema.of(schema)
+        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget)):
+            if value is not None and not isinstance(value, kind):
+                raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
+        if on_no_consensus not in ("raise", "plurality"):
+            raise ConfigError('on_no_consensus must be "raise" or "plurality"')
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        self.policy = Policy(
+            vote=vote or DEFAULT_VOTE,
+            retry=retry or Retry(),
+            budget=budget or Budget(),
+            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=tuple(stop) if stop else None),
+            hint=schema_in_prompt,
+            normalizers=tuple(normalize),
+            plurality=on_no_consensus == "plurality",
+            on_ballot=on_ballot,
+            perturb=perturb,
+        )
+        self.ledger = ledger
+
+    def _flow(self, prompt: Prompt) -> Any:
+        return decide(_check_prompt(prompt), self.schema, self.model, self.policy)
+
+    def run(self, prompt: Prompt) -> Result[T]:
+        """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure."""
+        return _deliver(drive(self._flow(prompt), self.model))
+
+    async def arun(self, prompt: Prompt) -> Result[T]:
+        """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
+        return _deliver(await adrive(self._flow(prompt), self.model))
+
+    def map(self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None) -> list[Result[T]]:
+        """Decide many prompts with at most ``concurrency`` model calls in flight; input order kept.
+
+        A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
+        False) instead of raising.
+        """
+        return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress))
+
+    async def amap(self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None) -> list[Result[T]]:
+        items = list(prompts)
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
+        for prompt in items:
+            _check_prompt(prompt)
+        limit = asyncio.Semaphore(concurrency)
+        bar = _Progress(len(items), progress)
+
+        async def one(prompt: Prompt) -> Result[T]:
+            try:
+                result = await adrive(self._flow(prompt), self.model, limit)
+            except Exception as exc:  # a bug below must not lose the other prompts
+                log.exception("prompt failed")
+                result = _failed(exc, self)
+            bar.advance()
+            return result
+
+        with bar:
+            return list(await asyncio.gather(*(one(p) for p in items)))
+
+
+def _deliver(result: Result[T]) -> Result[T]:
+    if result.error is not None:
+        log.info("run failed: %s", result.error)
+        raise result.error
+    log.info("decided %s after %d calls (%s)", result.key, result.calls, result.stopped_because)
+    return result
+
+
+def _failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
+    error = exc if isinstance(exc, AccordError) else AccordError(f"{type(exc).__name__}: {exc}")
+    return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, getattr(stab.model, "fingerprint", ""), error=error)
+
+
+def _check_prompt(prompt: Any) -> Prompt:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
+        return prompt
+    raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
+def _run_coroutine(coro: Awaitable[R]) -> R:
+    """Run a coroutine to completion, also from inside a running event loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="accord-map")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+class _Progress:
+    """A rich progress bar over prompts; shown when asked, or by default on a terminal."""
+
+    def __init__(self, total: int, enabled: bool | None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("accord", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.advance(self.task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,46 @@
+"""A test double that ships with the library: ``accord.models.scripted(["...", "..."])``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from .._errors import BackendError
+from .._request import Completion, Request, Usage
+from ._base import Backend
+
+
+class ScriptedBackend(Backend):
+    """Returns the scripted items in turn, one per call.
+
+    An item is a string, a :class:`~accord.Completion`, or an exception instance (raised on that
+    call, to inject a fault). Calls past the end raise a non-retryable BackendError. ``requests``
+    records every Request received, in call order.
+    """
+
+    blocking = False
+
+    def __init__(self, items: Iterable[Any], *, fingerprint: str = "scripted") -> None:
+        self.items = list(items)
+        self.fingerprint = fingerprint
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+
+    def generate(self, request: Request) -> Completion:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+        if index >= len(self.items):
+            raise BackendError(f"scripted backend exhausted after {len(self.items)} calls")
+        item = self.items[index]
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, Completion):
+            return item
+        return Completion(str(item), "stop", Usage(calls=1))
+
+
+def scripted(items: Iterable[Any], *, fingerprint: str = "scripted") -> ScriptedBackend:
+    """A backend that returns ``items`` in turn (strings, Completions, or exceptions to raise)."""
+    return ScriptedBackend(items, fingerprint=fingerprint)
