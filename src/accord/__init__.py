@@ -53,6 +53,7 @@ __all__ = [
     "Stabilizer",
     "StopRule",
     "Tally",
+    "UnsupportedSchema",
     "Usage",
     "Vote",
     "models",

@@ -130,7 +130,7 @@ class _Run:
                 return self.finish(*self.verdict(now, stalled=True))
             outcomes = yield Step(tuple(starts), self.timeout(now))
             now = self.clock()
-            for outcome in outcomes:
+            for outcome in sorted(outcomes, key=lambda o: o.call.id):  # same order under any driver
                 self.absorb(outcome, now)
             verdict = self.verdict(now)
             if verdict is not None:

@@ -36,7 +36,7 @@ class Retry:
 
     attempts: int = 3
     transport_attempts: int = 4
-    wait: Any = field(default_factory=lambda: tenacity.wait_exponential_jitter(initial=0.5, max=20, jitter=0.5))
+    wait: Any = field(default_factory=lambda: tenacity.wait_exponential_jitter(multiplier=0.5, max=20, jitter=0.5))
     grow_max_tokens: float = 2.0
     stop: Any = None
     transport_stop: Any = None

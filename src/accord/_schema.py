@@ -155,6 +155,10 @@ class Schema(Generic[T]):
 
     def render(self) -> str:
         """A short instruction that tells a model the expected shape (for unconstrained backends)."""
+        return self._rendered
+
+    @cached_property
+    def _rendered(self) -> str:
         if self.kind == "choice":
             words = ", ".join(json.dumps(c) if not isinstance(c, str) else c for c in self.choices or ())
             return f"Answer with exactly one of: {words}."

@@ -94,25 +94,51 @@ class Stabilizer(Generic[T]):
         self.ledger = ledger
 
     def _flow(self, prompt: Prompt) -> Any:
-        return decide(_check_prompt(prompt), self.schema, self.model, self.policy)
+        return decide(prompt, self.schema, self.model, self.policy)
 
-    def run(self, prompt: Prompt) -> Result[T]:
-        """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure."""
-        return _deliver(drive(self._flow(prompt), self.model))
+    def run(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
+        """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.
 
-    async def arun(self, prompt: Prompt) -> Result[T]:
+        With a ledger, an accepted answer for the same request is replayed without a model call;
+        ``refresh=True`` decides again and supersedes it.
+        """
+        prompt = _check_prompt(prompt)
+        hit = self._recall(prompt, refresh)
+        if hit is not None:
+            return hit
+        return _deliver(self._remember(prompt, drive(self._flow(prompt), self.model), refresh))
+
+    async def arun(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
-        return _deliver(await adrive(self._flow(prompt), self.model))
+        prompt = _check_prompt(prompt)
+        hit = self._recall(prompt, refresh)
+        if hit is not None:
+            return hit
+        return _deliver(self._remember(prompt, await adrive(self._flow(prompt), self.model), refresh))
 
-    def map(self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None) -> list[Result[T]]:
+    def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
+        if self.ledger is None or refresh:
+            return None
+        return self.ledger.recall(self, prompt)  # type: ignore[no-any-return]
+
+    def _remember(self, prompt: Prompt, result: Result[T], refresh: bool) -> Result[T]:
+        if self.ledger is None:
+            return result
+        return self.ledger.remember(self, prompt, result, refresh=refresh)  # type: ignore[no-any-return]
+
+    def map(
+        self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
+    ) -> list[Result[T]]:
         """Decide many prompts with at most ``concurrency`` model calls in flight; input order kept.
 
         A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
         False) instead of raising.
         """
-        return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress))
+        return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
 
-    async def amap(self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None) -> list[Result[T]]:
+    async def amap(
+        self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
+    ) -> list[Result[T]]:
         items = list(prompts)
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
@@ -123,7 +149,9 @@ class Stabilizer(Generic[T]):
 
         async def one(prompt: Prompt) -> Result[T]:
             try:
-                result = await adrive(self._flow(prompt), self.model, limit)
+                result = self._recall(prompt, refresh)
+                if result is None:
+                    result = self._remember(prompt, await adrive(self._flow(prompt), self.model, limit), refresh)
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)

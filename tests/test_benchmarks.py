@@ -1,0 +1,16 @@
+"""Every benchmark's --quick mode runs in the suite: it must exit 0 and print its figures."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", BENCHMARKS, ids=[p.stem for p in BENCHMARKS])
+def test_benchmark_quick_mode(script):
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip(), "a benchmark prints its figures"
