@@ -17,7 +17,9 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
+from ._canonical import Unordered
 from ._gate import MarginGate
+from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._request import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
@@ -42,6 +44,7 @@ __all__ = [
     "MarginGate",
     "ModelNotInstalled",
     "NoConsensus",
+    "Normalize",
     "OutputError",
     "Regex",
     "Request",
@@ -53,10 +56,14 @@ __all__ = [
     "Stabilizer",
     "StopRule",
     "Tally",
+    "Unordered",
     "UnsupportedSchema",
     "Usage",
     "Vote",
+    "casefold",
+    "collapse_whitespace",
     "models",
+    "nfkc",
     "stabilize",
     "stop_when_confident",
     "stop_when_unanimous",

@@ -1,15 +1,90 @@
 """Stage 6, canonicalize: the vote key of a validated value.
 
-Votes count canonical forms, never raw text: the canonical JSON (sorted keys, no whitespace) of
-the validated value's JSON data.
+Votes count canonical forms, never raw text. The canonical form of a value's JSON data, guided by
+its JSON Schema:
+
+- floats rounded to ``float_digits`` significant digits (rounding groups values transitively,
+  which a tolerance would not), and integral floats written as integers (``3.0`` is ``3``);
+- set-like lists (``set[...]``, ``frozenset[...]``, ``uniqueItems``, ``accord.Unordered[...]``)
+  sorted, so their order never splits a vote;
+- objects with sorted keys, no whitespace (canonical JSON).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Annotated, Any
+
+from ._normalize import resolve
+
+DEFAULT_FLOAT_DIGITS = 9
+UNORDERED = "x-accord-unordered"
+
+
+class _UnorderedMarker:
+    def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
+        schema = handler(core)
+        schema = handler.resolve_ref_schema(schema) if "$ref" in schema else schema
+        schema[UNORDERED] = True
+        return schema  # type: ignore[no-any-return]
+
+
+class Unordered:
+    """``accord.Unordered[list[str]]``: a list whose order carries no meaning (voted as a set)."""
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return Annotated[item, _UnorderedMarker()]
 
 
 def canonical_key(data: Any) -> str:
-    """Canonical JSON of ``data``: equal values give equal keys."""
+    """Canonical JSON of data already in canonical form."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_form(data: Any, schema: dict[str, Any] | None, float_digits: int = DEFAULT_FLOAT_DIGITS) -> Any:
+    """The canonical form of validated JSON data (see the module docstring)."""
+    return _Canon(schema or {}, float_digits).form(data, schema or {}, 0)
+
+
+def is_set_like(node: dict[str, Any]) -> bool:
+    return bool(node.get("uniqueItems")) or bool(node.get(UNORDERED))
+
+
+class _Canon:
+    def __init__(self, root: dict[str, Any], digits: int) -> None:
+        self.root = root
+        self.digits = digits
+
+    def form(self, data: Any, node: Any, depth: int) -> Any:
+        node = resolve(node, self.root) if depth < 64 else {}
+        if isinstance(data, float):
+            return self.number(data)
+        if isinstance(data, dict):
+            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+            extra = node.get("additionalProperties") if isinstance(node.get("additionalProperties"), dict) else None
+            return {k: self.form(v, self.branch(props.get(k, extra), v), depth + 1) for k, v in data.items()}
+        if isinstance(data, list):
+            items = node.get("items") if isinstance(node.get("items"), dict) else None
+            prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
+            out = [self.form(v, self.branch(prefix[i] if i < len(prefix) else items, v), depth + 1) for i, v in enumerate(data)]
+            return sorted(out, key=canonical_key) if is_set_like(node) else out
+        return data
+
+    def branch(self, node: Any, data: Any) -> Any:
+        """Under anyOf/oneOf, the branch that describes containers (where set-likeness lives)."""
+        node = resolve(node, self.root)
+        for key in ("anyOf", "oneOf", "allOf"):
+            branches = node.get(key) if isinstance(node, dict) else None
+            if isinstance(branches, list):
+                want = "array" if isinstance(data, list) else "object" if isinstance(data, dict) else None
+                for b in map(lambda b: resolve(b, self.root), branches):
+                    if want and (b.get("type") == want or (want == "array" and "items" in b) or (want == "object" and "properties" in b)):
+                        return b
+        return node
+
+    def number(self, value: float) -> int | float:
+        if not math.isfinite(value):
+            return value
+        rounded = float(f"{value:.{self.digits}g}")
+        return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+
 app = typer.Typer(help="accord: stable, validated answers from fluctuating LLM output.", no_args_is_help=True)
 
 

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generator, Sequence
 
+from . import _fieldwise as fieldwise
+from ._canonical import canonical_form, canonical_key
 from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
 from ._gate import MarginGate, Margins
 from ._pipeline import Misreading, read
@@ -27,7 +29,7 @@ from ._prompt import build_input
 from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
-from ._schema import Schema
+from ._schema import Schema, ValidationFailure
 from ._vote import Tally, Vote
 from .backends._function import backend_error
 
@@ -69,7 +71,7 @@ class Policy:
     budget: Budget = field(default_factory=Budget)
     settings: Settings = field(default_factory=Settings)
     hint: bool = True
-    normalizers: tuple[Callable[[Any], Any], ...] = ()
+    normalizers: tuple[Callable[[str], str], ...] = ()
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
@@ -115,6 +117,10 @@ class _Run:
         self.first: dict[str, Ballot] = {}
         self.scores: dict[str, list[float]] = {}
         self.gate_key: str | None = None
+        self.flats: list[dict[Any, str]] = []
+        self.field_agreement: dict[str, float] | None = None
+        self.assembled: tuple[str, Any, Any] | None = None  # (key, value, data) of a fieldwise assembly
+        self.fallback: list[dict[str, Any]] | None = None
         self.next_id = 0
         self.started = 0
         self.usage = Usage()
@@ -210,7 +216,7 @@ class _Run:
         usage = Usage(usage.prompt_tokens, usage.completion_tokens, outcome.seconds, 1)
         self.usage = self.usage + usage
         margins = (self.gate or MarginGate()).check(completion.margins, self.backend)
-        reading = read(completion.text, self.schema, self.policy.normalizers)
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
         slot.outputs += 1
         common = dict(
             slot=slot.index, attempt=call.request.attempt, text=completion.text,
@@ -228,6 +234,8 @@ class _Run:
         slot.finished = True
         self.counts[reading.key] = self.counts.get(reading.key, 0) + 1
         self.first.setdefault(reading.key, ballot)
+        if self.vote.fieldwise:
+            self.flats.append(fieldwise.flatten(reading.form, self.schema.json_schema))
         if completion.score is not None:
             self.scores.setdefault(reading.key, []).append(completion.score)
         if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
@@ -281,10 +289,10 @@ class _Run:
         if self.gate_key is not None:
             return "gate", self.gate_key
         tally = self.tally()
-        reason = self.vote.decide(tally)
-        if reason:
-            return reason, self.vote.winner(tally, self.score_map())
-        if tally.hopeless:
+        decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
+        if decided:
+            return decided
+        if tally.hopeless and not (self.vote.fieldwise and tally.valid):
             return ("no quorum" if tally.valid else "no valid ballot"), None
         budget = self.policy.budget
         over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
@@ -293,6 +301,29 @@ class _Run:
         if over_time or over_tokens or stalled:
             return "budget", None
         return None
+
+    def decide_whole(self, tally: Tally) -> tuple[str, str | None] | None:
+        reason = self.vote.decide(tally)
+        return (reason, self.vote.winner(tally, self.score_map())) if reason else None
+
+    def decide_fields(self, tally: Tally) -> tuple[str, str | None] | None:
+        """Fieldwise: decided when every assembled path is; falls back to the whole-object vote."""
+        outcome = fieldwise.decide(self.flats, tally.done, self.vote)
+        self.field_agreement = outcome.agreement
+        if outcome.hopeless:
+            return "no quorum", None
+        if outcome.reason is None:
+            return None
+        try:
+            value = self.schema.validate(outcome.data)
+        except ValidationFailure as failure:
+            self.fallback = failure.errors
+            whole = self.decide_whole(tally)
+            return whole or (("no quorum", None) if tally.hopeless else None)
+        data = self.schema.dump(value)
+        key = canonical_key(canonical_form(data, self.schema.json_schema, self.vote.float_digits))
+        self.assembled = (key, value, data)
+        return outcome.reason, key
 
     def score_map(self) -> dict[str, tuple[float, ...]]:
         return {key: tuple(values) for key, values in self.scores.items()}
@@ -305,20 +336,35 @@ class _Run:
         if winner is None and self.policy.plurality and tally.counts:
             winner = self.vote.winner(tally, self.score_map())
         chosen = self.first.get(winner) if winner is not None else None
+        value = chosen.value if chosen else None
         votes = dict(tally.ranked)
-        error = None if stable or (self.policy.plurality and chosen) else self.error(reason, tally, votes)
+        agreement = (votes[winner] / tally.valid) if chosen and tally.valid else 0.0
+        fields: dict[str, Any] = {}
+        if self.vote.fieldwise:
+            if self.assembled is not None and winner == self.assembled[0]:
+                value = self.assembled[1]
+                agreement = min(self.field_agreement.values(), default=1.0) if self.field_agreement else 1.0
+                fields["fieldwise"] = "assembled"
+            elif self.fallback is not None:
+                fields["fieldwise"] = "fell back to the whole-object winner"
+                fields["fieldwise_errors"] = [dict(e) for e in self.fallback]
+            else:
+                fields["fieldwise"] = "undecided"
+        found = chosen is not None or "fieldwise" in fields and fields["fieldwise"] == "assembled"
+        error = None if stable or (self.policy.plurality and found) else self.error(reason, tally, votes)
         result: Result[Any] = Result(
-            value=chosen.value if chosen else None,
+            value=value,
             stable=stable,
-            agreement=(votes[winner] / tally.valid) if chosen and tally.valid else 0.0,
+            agreement=agreement,
             votes=votes,
             ballots=tuple(self.ballots),
             stopped_because=reason,
             usage=self.usage,
             schema=self.schema.name,
             fingerprint=str(getattr(self.backend, "fingerprint", "")),
-            key=winner if chosen else None,
+            key=winner if found else None,
             error=error,
+            field_agreement=self.field_agreement if self.vote.fieldwise else None,
             min_margin=chosen.min_margin if chosen else None,
             fragile_steps=chosen.fragile_steps if chosen else None,
             meta={
@@ -327,6 +373,7 @@ class _Run:
                 "seconds": round(self.clock() - self.t0, 6),
                 "k": self.vote.k,
                 "quorum": self.quorum,
+                **fields,
             },
         )
         if error is not None:

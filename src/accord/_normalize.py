@@ -1,10 +1,18 @@
-"""Stage 4, normalize: bring extracted data into the canonical form the schema expects.
+"""Stage 4, normalize: bring extracted data into the form the schema expects.
 
-Guided by the schema's JSON Schema: strings to Unicode NFC and trimmed; case- and
-whitespace-insensitive matches of enum members; numeric strings to numbers for numeric fields;
-``3.0`` to ``3`` for integers only when exact; yes/no/true/false to booleans. Unknown shapes pass
-through untouched. The pipeline validates the normalized data and falls back to the raw data when
-only that validates, so normalization never turns a valid value invalid.
+Guided by the schema's JSON Schema:
+
+- strings to Unicode NFC and trimmed (object keys are the schema's and never rewritten);
+- enum members matched case- and whitespace-insensitively;
+- numeric strings to numbers for numeric fields, ``3.0`` to ``3`` for integers only when exact;
+- yes/no/true/false to booleans for boolean fields;
+- dates and datetimes to ISO 8601 for ``format: date`` / ``date-time`` fields;
+- the per-schema text normalizers (``Stabilizer(normalize=[...])``, e.g. :func:`casefold`) on
+  free-text fields: strings without enum, const, pattern or format.
+
+Per-field normalizers are ``Annotated[str, accord.Normalize(fn)]`` and run inside validation.
+Normalization is idempotent (given idempotent normalizers), and the pipeline validates the
+normalized data first and falls back to the raw data, so it never makes a valid answer invalid.
 """
 
 from __future__ import annotations
@@ -12,33 +20,70 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Any
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Callable, Sequence
+
+from pydantic_core import core_schema
 
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _BOOLS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
+_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
+
+TextNormalizer = Callable[[str], str]
 
 
-def normalize(data: Any, schema: dict[str, Any] | None) -> Any:
+@dataclass(frozen=True)
+class Normalize:
+    """A per-field normalizer: ``Annotated[str, accord.Normalize(str.casefold)]``.
+
+    ``fn`` runs on the validated field value, so the value returned and its vote key are both
+    normalized. It should be idempotent (``fn(fn(x)) == fn(x)``).
+    """
+
+    fn: Callable[[Any], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.fn, handler(source))
+
+
+def casefold(text: str) -> str:
+    """Case-insensitive text: ``"Straße"`` and ``"STRASSE"`` compare equal."""
+    return text.casefold()
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace inside the text to one space."""
+    return " ".join(text.split())
+
+
+def nfkc(text: str) -> str:
+    """Unicode NFKC (compatibility forms folded: ``"ﬁ"`` to ``"fi"``, full-width digits to ASCII)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = ()) -> Any:
     """Normalized copy of ``data`` under ``schema`` (a JSON Schema; ``None`` means no guidance)."""
-    return _walk(data, schema or {}, schema or {}, 0)
+    return _Walker(schema or {}, tuple(text)).walk(data, schema or {}, 0)
 
 
-def _resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
+def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
+    """Follow local ``$ref``s (``#/...``) to the schema node they name; ``{}`` when unknown."""
     for _ in range(32):  # bounded: a cycle of bare $refs ends here
         if not isinstance(node, dict):
             return {}
         ref = node.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        if not isinstance(ref, str) or not ref.startswith("#"):
             return node
         target: Any = root
-        for part in ref[2:].split("/"):
+        for part in ref[2:].split("/") if len(ref) > 1 else ():
             part = part.replace("~1", "/").replace("~0", "~")
             target = target.get(part) if isinstance(target, dict) else None
         node = target
     return {}
 
 
-def _types(node: dict[str, Any]) -> set[str]:
+def types_of(node: dict[str, Any]) -> set[str]:
     kind = node.get("type")
     if isinstance(kind, str):
         return {kind}
@@ -47,60 +92,68 @@ def _types(node: dict[str, Any]) -> set[str]:
     return set()
 
 
-def _walk(data: Any, node: Any, root: dict[str, Any], depth: int) -> Any:
-    node = _resolve(node, root)
-    if not node or depth > 64:
+class _Walker:
+    def __init__(self, root: dict[str, Any], text: tuple[TextNormalizer, ...]) -> None:
+        self.root = root
+        self.text = text
+
+    def walk(self, data: Any, node: Any, depth: int) -> Any:
+        node = resolve(node, self.root)
+        if not node or depth > 64:
+            return _plain(data)
+        for key in ("anyOf", "oneOf"):
+            branches = node.get(key)
+            if isinstance(branches, list) and branches:
+                return self.branch(data, [resolve(b, self.root) for b in branches], depth)
+        all_of = node.get("allOf")
+        if isinstance(all_of, list) and len(all_of) == 1:
+            return self.walk(data, all_of[0], depth + 1)
+        types = types_of(node)
+        if isinstance(node.get("enum"), list):
+            return _member(_plain(data), node["enum"])
+        if "const" in node:
+            return _member(_plain(data), [node["const"]])
+        if isinstance(data, dict):
+            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+            extra = node.get("additionalProperties")
+            return {  # keys are the schema's: never rewritten
+                key: self.walk(value, props.get(key, extra if isinstance(extra, dict) else None), depth + 1)
+                for key, value in data.items()
+            }
+        if isinstance(data, list):
+            prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
+            items = node.get("items") if isinstance(node.get("items"), dict) else None
+            return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
+        if "string" not in types:
+            if "integer" in types:
+                return _integer(data)
+            if "number" in types:
+                return _number(data)
+            if "boolean" in types:
+                return _boolean(data)
+        if isinstance(data, str):
+            fmt = node.get("format")
+            if fmt in ("date", "date-time"):
+                return _iso(_text(data), fmt)
+            if self.text and "string" in types and not fmt and "pattern" not in node:
+                out = _text(data)
+                for fn in self.text:
+                    out = fn(out)
+                return out
         return _plain(data)
-    for key in ("anyOf", "oneOf"):
-        branches = node.get(key)
-        if isinstance(branches, list) and branches:
-            return _branch(data, [_resolve(b, root) for b in branches], root, depth)
-    all_of = node.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1:
-        return _walk(data, all_of[0], root, depth + 1)
-    types = _types(node)
-    if "enum" in node and isinstance(node["enum"], list):
-        return _member(_plain(data), node["enum"])
-    if "const" in node:
-        return _member(_plain(data), [node["const"]])
-    if isinstance(data, dict):
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        extra = node.get("additionalProperties")
-        out = {}
-        for key, value in data.items():
-            sub = props.get(key, extra if isinstance(extra, dict) else None)
-            out[_text(key) if isinstance(key, str) else key] = _walk(value, sub, root, depth + 1)
-        return out
-    if isinstance(data, list):
-        prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
-        items = node.get("items")
-        return [
-            _walk(value, prefix[i] if i < len(prefix) else items if isinstance(items, dict) else None, root, depth + 1)
-            for i, value in enumerate(data)
-        ]
-    if "integer" in types and "string" not in types:
-        return _integer(data)
-    if "number" in types and "string" not in types:
-        return _number(data)
-    if "boolean" in types and "string" not in types:
-        return _boolean(data)
-    return _plain(data)
 
-
-def _branch(data: Any, branches: list[dict[str, Any]], root: dict[str, Any], depth: int) -> Any:
-    """Normalize under the one branch whose type fits the data; if none or several, leave it."""
-    if data is None:
-        return None
-    fits = [b for b in branches if _fits(data, b)]
-    if len(fits) == 1:
-        return _walk(data, fits[0], root, depth + 1)
-    return _plain(data)
+    def branch(self, data: Any, branches: list[dict[str, Any]], depth: int) -> Any:
+        """Normalize under the one branch whose type fits the data; if none or several, leave it."""
+        if data is None:
+            return None
+        fits = [b for b in branches if _fits(data, b)]
+        if len(fits) == 1:
+            return self.walk(data, fits[0], depth + 1)
+        return _plain(data)
 
 
 def _fits(data: Any, node: dict[str, Any]) -> bool:
-    types = _types(node)
-    if not types:
-        return False
+    types = types_of(node)
     if isinstance(data, bool):
         return "boolean" in types
     if isinstance(data, (int, float)):
@@ -111,15 +164,15 @@ def _fits(data: Any, node: dict[str, Any]) -> bool:
         return "object" in types
     if isinstance(data, list):
         return "array" in types
-    return "null" in types and data is None
+    return False
 
 
 def _plain(data: Any) -> Any:
-    """Type-independent normalization: strings to NFC and trimmed, recursively."""
+    """Type-independent normalization: strings to NFC and trimmed, recursively (keys kept)."""
     if isinstance(data, str):
         return _text(data)
     if isinstance(data, dict):
-        return {(_text(k) if isinstance(k, str) else k): _plain(v) for k, v in data.items()}
+        return {k: _plain(v) for k, v in data.items()}
     if isinstance(data, list):
         return [_plain(v) for v in data]
     return data
@@ -168,3 +221,22 @@ def _boolean(data: Any) -> Any:
     if isinstance(data, str):
         return _BOOLS.get(_fold(data), data)
     return data
+
+
+def _iso(text: str, fmt: str) -> str:
+    """An unambiguous date (or datetime) written another way, to ISO 8601; else unchanged."""
+    if fmt == "date-time":
+        try:
+            return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat().replace("+00:00", "Z")
+        except ValueError:
+            return text
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        pass
+    for pattern in _DATE_FORMATS:
+        try:
+            return datetime.strptime(text, pattern).date().isoformat()
+        except ValueError:
+            continue
+    return text

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ._canonical import canonical_key
+from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
 from ._extract import ExtractionFailure, extract
 from ._normalize import normalize
 from ._schema import Schema
@@ -14,10 +14,11 @@ from ._validate import ValidationFailure, validate
 
 @dataclass(frozen=True)
 class Reading:
-    """A valid output: the validated value, its JSON data and its vote key."""
+    """A valid output: the validated value, its JSON data, its canonical form and vote key."""
 
     value: Any
     data: Any
+    form: Any
     key: str
 
 
@@ -33,18 +34,26 @@ class Misreading:
         return "; ".join(f"{'.'.join(map(str, e.get('loc', ()))) or 'value'}: {e.get('msg')}" for e in self.errors)
 
 
-def read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[Any], Any]] = ()) -> Reading | Misreading:
-    """Turn one model output into a Reading (valid) or a Misreading (why not)."""
+def read(
+    text: str,
+    schema: Schema[Any],
+    normalizers: Sequence[Callable[[str], str]] = (),
+    float_digits: int = DEFAULT_FLOAT_DIGITS,
+) -> Reading | Misreading:
+    """Turn one model output into a Reading (valid) or a Misreading (why not).
+
+    ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
+    floats keep in the vote key.
+    """
     try:
         raw = extract(text, schema)
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
-    data = normalize(raw, schema.json_schema)
-    for fn in normalizers:
-        data = fn(data)
+    data = normalize(raw, schema.json_schema, normalizers)
     try:
         value, data = validate(data, raw, schema)
     except ValidationFailure as failure:
         return Misreading("validate", tuple(failure.errors))
     dumped = schema.dump(value)
-    return Reading(value, dumped, canonical_key(dumped))
+    form = canonical_form(dumped, schema.json_schema, float_digits)
+    return Reading(value, dumped, form, canonical_key(form))

@@ -229,4 +229,5 @@ def _json_validator(schema: dict[str, Any]) -> Any:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise UnsupportedSchema(f"invalid JSON Schema: {exc.message}") from exc
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    # Every format jsonschema knows, whatever the draft (draft 4 has no "date", for example).
+    return cls(schema, format_checker=jsonschema.FormatChecker())

@@ -33,7 +33,8 @@ class Stabilizer(Generic[T]):
     ``model``: a backend from ``accord.models`` (a plain function is wrapped with
     ``models.function``). ``schema``: a pydantic model, ``Literal[...]``/``Enum``, a plain type, a
     JSON Schema dict, ``accord.Regex`` or ``accord.Grammar``. ``vote``/``retry``/``budget``: the
-    policies. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
+    policies. ``normalize``: text normalizers (``str -> str``, e.g. ``accord.casefold``) applied to
+    every free-text field before validation. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
     backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     """
@@ -51,7 +52,7 @@ class Stabilizer(Generic[T]):
         vote: Vote | None = None,
         retry: Retry | None = None,
         budget: Budget | None = None,
-        normalize: Sequence[Callable[[Any], Any]] = (),
+        normalize: Sequence[Callable[[str], str]] = (),
         schema_in_prompt: bool = True,
         max_tokens: int | None = None,
         temperature: float = 0.0,
@@ -91,6 +92,9 @@ class Stabilizer(Generic[T]):
             on_ballot=on_ballot,
             perturb=perturb,
         )
+        for fn in self.policy.normalizers:
+            if not callable(fn):
+                raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
 
     def _flow(self, prompt: Prompt) -> Any:

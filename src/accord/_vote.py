@@ -160,6 +160,7 @@ class Vote:
     unbeatable, confident), False to always run k ballots, or any :class:`StopRule`.
     ``fieldwise``: vote each field path separately. ``tie_break``: picks among answers with equal
     votes. ``gate``: a :class:`~accord.MarginGate` that may accept the first ballot alone.
+    ``float_digits``: significant digits floats keep in the vote key.
     """
 
     k: int = 5
@@ -168,6 +169,7 @@ class Vote:
     fieldwise: bool = False
     tie_break: TieBreak = field(default=smallest_key)
     gate: Any = None
+    float_digits: int = 9
 
     def __post_init__(self) -> None:
         if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
@@ -175,6 +177,8 @@ class Vote:
         needed = self.needed
         if not 1 <= needed <= self.k:
             raise ConfigError(f"Vote quorum must be between 1 and k={self.k}, got {self.quorum!r}")
+        if not isinstance(self.float_digits, int) or not 1 <= self.float_digits <= 17:
+            raise ConfigError(f"Vote(float_digits=...) must be an int from 1 to 17, got {self.float_digits!r}")
         if not (isinstance(self.early_stop, bool) or isinstance(self.early_stop, StopRule)):
             raise ConfigError("Vote(early_stop=...) must be True, False or a stop rule")
 
