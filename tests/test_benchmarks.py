@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+BENCHMARKS = sorted(p for p in (Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py") if "--quick" in p.read_text())
 
 
 @pytest.mark.parametrize("script", BENCHMARKS, ids=[p.stem for p in BENCHMARKS])

@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Generator, Sequence
 
 from . import _fieldwise as fieldwise
 from ._canonical import canonical_form, canonical_key
+from .determinism import environment
 from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
 from ._gate import MarginGate, Margins
 from ._pipeline import Misreading, read
@@ -367,8 +368,8 @@ class _Run:
             field_agreement=self.field_agreement if self.vote.fieldwise else None,
             min_margin=chosen.min_margin if chosen else None,
             fragile_steps=chosen.fragile_steps if chosen else None,
+            environment=self.environment(chosen),
             meta={
-                **_describe_backend(self.backend),
                 **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
                 "seconds": round(self.clock() - self.t0, 6),
                 "k": self.vote.k,
@@ -379,6 +380,19 @@ class _Run:
         if error is not None:
             error.result = result
         return result
+
+    def environment(self, chosen: Ballot | None) -> dict[str, Any]:
+        """Where this answer was decided: versions, backend, settings, perturbations."""
+        perturbations = sorted({str(b.meta["perturbation"]) for b in self.ballots if "perturbation" in b.meta})
+        engines = sorted({str(b.meta["engine"]) for b in self.ballots if "engine" in b.meta})
+        return {
+            **environment(),
+            **_describe_backend(self.backend),
+            **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
+            **({"engines": engines} if len(engines) > 1 else {}),
+            "settings": {k: v for k, v in asdict(self.policy.settings).items() if v is not None},
+            "perturbations": perturbations,
+        }
 
     def error(self, reason: str, tally: Tally, votes: dict[str, int]) -> AccordError:
         shown = ", ".join(f"{key} x{count}" for key, count in list(votes.items())[:5])

@@ -67,7 +67,9 @@ class Result(Generic[T]):
     ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
     gate). ``agreement``: winner's votes / valid ballots. ``votes``: {canonical form: count}.
     ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
-    "confident", "k reached", "gate", "budget", "no quorum", "no valid ballot", "backend error".
+    "confident", "k reached", "gate", "budget", "no quorum", "no valid ballot".
+    ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
+    generation settings and the perturbations the ballots ran under.
     """
 
     value: T | None
@@ -86,6 +88,7 @@ class Result(Generic[T]):
     fragile_steps: int | None = None
     replayed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
@@ -119,6 +122,7 @@ class Result(Generic[T]):
             "fragile_steps": self.fragile_steps,
             "replayed": self.replayed,
             "meta": _jsonable(self.meta),
+            "environment": _jsonable(self.environment),
             "ballots": [b.to_dict() for b in self.ballots],
         }
 
