@@ -317,3 +317,47 @@ def test_choice_schemas_and_json_schema_dicts():
     schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}
     result = Stabilizer(models.scripted(['{"n": "3"}', '{"n": 3.0}', '{"n": 3}']), schema=schema).run("q")
     assert result.value == {"n": 3}
+
+
+def test_a_custom_stop_rule_accepts_with_its_own_reason():
+    class TwoAhead(accord.StopRule):
+        def __call__(self, tally):
+            return "two ahead" if tally.lead - tally.runner_up >= 2 else None
+
+    result = Stabilizer(models.scripted([GOOD] * 5), schema=Review, vote=Vote(k=5, early_stop=TwoAhead())).run("q")
+    assert result.stable and result.stopped_because == "two ahead" and result.calls == 3
+
+
+def test_a_truncated_scalar_is_retried_even_if_it_looks_valid():
+    model = models.scripted([Completion("12", "length"), Completion("123", "stop")])
+    result = Stabilizer(model, schema=int, vote=Vote(k=1), max_tokens=2).run("q")
+    assert result.value == 123 and [b.status for b in result.ballots] == ["invalid", "valid"]
+    assert model.requests[1].settings.max_tokens == 4
+
+
+def test_map_budget_clock_starts_with_the_prompts_turn():
+    def fn(prompt):
+        time.sleep(0.2)
+        return "7"
+
+    stab = Stabilizer(fn, schema=int, vote=Vote(k=2), budget=Budget(max_seconds=1.5), schema_in_prompt=False)
+    results = stab.map([f"p{i}" for i in range(8)], concurrency=2)
+    assert all(r.value == 7 for r in results), [r.stopped_because for r in results]
+
+
+def test_fieldwise_result_serializes_its_assembled_value():
+    import json
+
+    class P(BaseModel):
+        a: int
+        b: int
+
+    texts = ['{"a": 1, "b": 1}', '{"a": 1, "b": 2}', '{"a": 2, "b": 2}']
+    result = Stabilizer(models.scripted(texts), schema=P, vote=Vote(k=3, fieldwise=True)).run("q")
+    assert result.value == P(a=1, b=2) and json.loads(result.to_json())["value"] == {"a": 1, "b": 2}
+
+
+def test_missing_fields_feedback_names_the_field_without_the_parent():
+    model = models.scripted(['{"stars": 4}', GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
+    assert "- sentiment: Field required\n" in model.requests[1].input

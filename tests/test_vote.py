@@ -65,3 +65,7 @@ def test_ties_do_not_depend_on_order():
     assert highest_score([Candidate("b", 2, (-0.1,)), Candidate("a", 2)]) == "a"
     vote = Vote(k=4, quorum=2)
     assert vote.winner(tally({"b": 2, "a": 2}, 4, k=4, quorum=2)) == "a"
+
+
+def test_highest_score_falls_back_to_the_smallest_key_on_equal_scores():
+    assert highest_score([Candidate("10", 1, (-0.5,)), Candidate("1", 1, (-0.5,))]) == "1"

@@ -3,7 +3,7 @@
     prompt -> generate -> extract -> normalize -> validate -> canonicalize -> vote -> Result
 """
 
-from . import models
+from . import determinism, models
 from ._decorator import Stabilized, stabilize
 from ._errors import (
     AccordError,
@@ -23,9 +23,19 @@ from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._request import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
-from ._schema import Grammar, Regex, Schema
+from ._schema import Grammar, Regex, Schema, ValidationFailure
 from ._stabilizer import Stabilizer
-from ._vote import StopRule, Tally, Vote, stop_when_confident, stop_when_unanimous, stop_when_unbeatable
+from ._vote import (
+    Candidate,
+    StopRule,
+    Tally,
+    Vote,
+    highest_score,
+    smallest_key,
+    stop_when_confident,
+    stop_when_unanimous,
+    stop_when_unbeatable,
+)
 
 __version__ = "0.1.0"
 
@@ -34,6 +44,7 @@ __all__ = [
     "BackendError",
     "Ballot",
     "Budget",
+    "Candidate",
     "BudgetExceeded",
     "Completion",
     "ConfigError",
@@ -59,11 +70,15 @@ __all__ = [
     "Unordered",
     "UnsupportedSchema",
     "Usage",
+    "ValidationFailure",
     "Vote",
     "casefold",
     "collapse_whitespace",
+    "determinism",
+    "highest_score",
     "models",
     "nfkc",
+    "smallest_key",
     "stabilize",
     "stop_when_confident",
     "stop_when_unanimous",

@@ -25,6 +25,7 @@ from ._canonical import canonical_form, canonical_key
 from .determinism import environment
 from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
 from ._gate import MarginGate, Margins
+from ._extract import shape_of
 from ._pipeline import Misreading, read
 from ._prompt import build_input
 from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
@@ -36,7 +37,7 @@ from .backends._function import backend_error
 
 log = logging.getLogger("accord")
 
-ACCEPTED = {"unanimous", "unbeatable", "confident", "k reached", "gate"}
+FAILED = {"no quorum", "no valid ballot", "budget"}  # any other reason (a stop rule's own too) accepts
 DEFAULT_MAX_TOKENS = 512
 
 
@@ -108,6 +109,7 @@ class _Run:
         self.gate: MarginGate | None = self.vote.gate
         self.gating = self.gate is not None and bool(getattr(backend, "gives_margins", False))
         self.hint = policy.hint and not getattr(backend, "constrains", False)
+        self.shape = shape_of(schema)
         self.t0 = clock()
         self.slots: list[_Slot] = []
         self.ready: list[Call] = []
@@ -218,6 +220,9 @@ class _Run:
         self.usage = self.usage + usage
         margins = (self.gate or MarginGate()).check(completion.margins, self.backend)
         reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
+        if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
+            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
+            reading = Misreading("truncated", ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},))
         slot.outputs += 1
         common = dict(
             slot=slot.index, attempt=call.request.attempt, text=completion.text,
@@ -333,17 +338,18 @@ class _Run:
         for call in self.in_flight.values():
             self.record(Ballot(call.slot, call.request.attempt, "cancelled", started=self.clock() - self.t0))
         tally = self.tally()
-        stable = reason in ACCEPTED
+        stable = reason not in FAILED
         if winner is None and self.policy.plurality and tally.counts:
             winner = self.vote.winner(tally, self.score_map())
         chosen = self.first.get(winner) if winner is not None else None
         value = chosen.value if chosen else None
+        data = chosen.data if chosen else None
         votes = dict(tally.ranked)
         agreement = (votes[winner] / tally.valid) if chosen and tally.valid else 0.0
         fields: dict[str, Any] = {}
         if self.vote.fieldwise:
             if self.assembled is not None and winner == self.assembled[0]:
-                value = self.assembled[1]
+                value, data = self.assembled[1], self.assembled[2]
                 agreement = min(self.field_agreement.values(), default=1.0) if self.field_agreement else 1.0
                 fields["fieldwise"] = "assembled"
             elif self.fallback is not None:
@@ -355,6 +361,7 @@ class _Run:
         error = None if stable or (self.policy.plurality and found) else self.error(reason, tally, votes)
         result: Result[Any] = Result(
             value=value,
+            data=data,
             stable=stable,
             agreement=agreement,
             votes=votes,

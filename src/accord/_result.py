@@ -68,7 +68,7 @@ class Result(Generic[T]):
     gate). ``agreement``: winner's votes / valid ballots. ``votes``: {canonical form: count}.
     ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
     "confident", "k reached", "gate", "budget", "no quorum", "no valid ballot".
-    ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
+    ``data``: the value's JSON data. ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
     generation settings and the perturbations the ballots ran under.
     """
 
@@ -89,6 +89,7 @@ class Result(Generic[T]):
     replayed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
+    data: Any = None
 
     @property
     def calls(self) -> int:
@@ -104,9 +105,8 @@ class Result(Generic[T]):
         return self.meta.get("engine")
 
     def to_dict(self) -> dict[str, Any]:
-        winner = next((b for b in self.ballots if b.key is not None and b.key == self.key), None)
         return {
-            "value": winner.data if winner else None,
+            "value": self.data,
             "stable": self.stable,
             "agreement": self.agreement,
             "votes": dict(self.votes),

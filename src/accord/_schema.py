@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import pydantic
 
-from ._errors import UnsupportedSchema
+from ._errors import AccordError, UnsupportedSchema
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class Grammar:
             raise UnsupportedSchema(f"invalid Lark grammar: {exc}") from exc
 
 
-class ValidationFailure(Exception):
+class ValidationFailure(AccordError):
     """Raised by :meth:`Schema.validate`; ``errors`` are structured dicts (loc, msg, type)."""
 
     def __init__(self, errors: list[dict[str, Any]]) -> None:
@@ -181,7 +181,8 @@ class Schema(Generic[T]):
             except pydantic.ValidationError as exc:
                 raise ValidationFailure(
                     [
-                        {"loc": tuple(e["loc"]), "msg": e["msg"], "type": e["type"], "input": _short(e.get("input"))}
+                        {"loc": tuple(e["loc"]), "msg": e["msg"], "type": e["type"],
+                         **({} if e["type"] == "missing" else {"input": _short(e.get("input"))})}
                         for e in exc.errors(include_url=False)
                     ]
                 ) from None

@@ -148,10 +148,15 @@ class Stabilizer(Generic[T]):
             raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
         for prompt in items:
             _check_prompt(prompt)
-        limit = asyncio.Semaphore(concurrency)
+        limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
+        turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
         bar = _Progress(len(items), progress)
 
         async def one(prompt: Prompt) -> Result[T]:
+            async with turns:
+                return await decide_one(prompt)
+
+        async def decide_one(prompt: Prompt) -> Result[T]:
             try:
                 result = self._recall(prompt, refresh)
                 if result is None:

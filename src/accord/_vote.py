@@ -147,7 +147,8 @@ def smallest_key(candidates: list[Candidate]) -> str:
 def highest_score(candidates: list[Candidate]) -> str:
     """Tie rule: the best mean model score when every candidate has one, else the smallest key."""
     if all(c.scores for c in candidates):
-        return max(candidates, key=lambda c: (sum(c.scores) / len(c.scores), [-ord(ch) for ch in c.key])).key
+        best = max(sum(c.scores) / len(c.scores) for c in candidates)
+        candidates = [c for c in candidates if sum(c.scores) / len(c.scores) == best]
     return smallest_key(candidates)
 
 
