@@ -19,6 +19,7 @@ from ._errors import (
 )
 from ._canonical import Unordered
 from ._gate import MarginGate
+from ._ledger import Ledger
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._request import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
@@ -51,6 +52,7 @@ __all__ = [
     "Feedback",
     "Grammar",
     "InvalidOutput",
+    "Ledger",
     "LedgerError",
     "MarginGate",
     "ModelNotInstalled",

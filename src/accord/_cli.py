@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from ._ledger_cli import app as ledger_app
 
 app = typer.Typer(help="accord: stable, validated answers from fluctuating LLM output.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
 
 
 @app.command()

@@ -1,0 +1,102 @@
+"""``accord ledger``: list the runs of the decision ledger, show one key, export everything."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ._errors import LedgerError
+from ._ledger import Ledger, default_path
+
+app = typer.Typer(help="Inspect the decision ledger (accepted answers, every run and ballot).", no_args_is_help=True)
+
+_PATH = typer.Option(None, "--path", help="The ledger file (default: ledger.sqlite3 in the user data dir).")
+
+
+class Format(str, enum.Enum):
+    jsonl = "jsonl"
+
+
+@app.command("ls")
+def list_runs(
+    path: Optional[Path] = _PATH,
+    limit: int = typer.Option(50, "--limit", "-n", help="Show at most this many runs, newest first."),
+    key: Optional[str] = typer.Option(None, "--key", help="Only the runs of keys starting with this prefix."),
+) -> None:
+    """List runs, newest first; '*' marks the current answer of its key."""
+    with _open(path) as ledger:
+        rows = _guard(lambda: ledger.runs(limit=limit, key=key))
+    if not rows:
+        typer.echo(f"no runs in {ledger.path}")
+        return
+    typer.echo(
+        f"{'RUN':>5}  {'KEY':<12}  {'DECIDED (UTC)':<19}  {'OUTCOME':<21} {'CALLS':>5}  {'STOPPED BECAUSE':<15}  {'VALUE':<30}  REQUEST"
+    )
+    for row in rows:
+        mark = "*" if row["current"] else " "
+        outcome = row["outcome"] if row["error"] is None else f"{row['outcome']}:{row['error']}"
+        value = _clip(json.dumps(row["value"], ensure_ascii=False), 30)
+        request = _clip(json.dumps(row["request"], ensure_ascii=False), 40)
+        typer.echo(
+            f"{row['run']:>5}{mark} {row['key'][:12]:<12}  {_when(row['created']):<19}  {outcome:<21} {row['calls']:>5}  "
+            f"{row['stopped_because']:<15}  {value:<30}  {request}"
+        )
+
+
+@app.command()
+def show(key: str = typer.Argument(..., help="A key, or a unique prefix of one."), path: Optional[Path] = _PATH) -> None:
+    """Show one key as JSON: what it hashes (request, schema, policy, model) and every run with its ballots."""
+    with _open(path) as ledger:
+        found = _guard(lambda: ledger.show(key))
+    typer.echo(json.dumps(found, ensure_ascii=False, indent=2))
+
+
+@app.command()
+def export(
+    format: Format = typer.Option(Format.jsonl, "--format", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
+    path: Optional[Path] = _PATH,
+) -> None:
+    """Export every run (request, result, ballots) as one JSON object per line, oldest first."""
+    with _open(path) as ledger:
+        sink = output.open("w", encoding="utf-8") if output else sys.stdout
+        try:
+            count, runs = 0, ledger.export()
+            while (run := _guard(lambda: next(runs, None))) is not None:
+                sink.write(json.dumps(run, ensure_ascii=False) + "\n")
+                count += 1
+        finally:
+            if output:
+                sink.close()
+    if output:
+        typer.echo(f"exported {count} runs to {output}")
+
+
+def _open(path: Path | None) -> Ledger:
+    target = path or default_path()
+    if not target.is_file():
+        typer.echo(f"error: no ledger at {target}", err=True)
+        raise typer.Exit(1)
+    return _guard(lambda: Ledger(target))
+
+
+def _guard(work: Any) -> Any:
+    try:
+        return work()
+    except LedgerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _when(created: float) -> str:
+    return datetime.fromtimestamp(created, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

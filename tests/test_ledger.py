@@ -1,0 +1,442 @@
+"""The decision ledger in one process: keys, replay, history, failures, bad state, threads."""
+
+import asyncio
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+import accord
+from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
+from accord._canonical import canonical_key
+from accord._ledger import describe_policy, describe_schema
+
+
+class Review(BaseModel):
+    stars: int
+    sentiment: Literal["positive", "negative"]
+
+
+class Counter:
+    """A function backend that answers ``answer`` and counts its calls per prompt."""
+
+    def __init__(self, answer="positive"):
+        self.answer = answer
+        self.calls: list[object] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, prompt, request=None):
+        with self.lock:
+            self.calls.append(request.prompt)
+        return self.answer() if callable(self.answer) else self.answer
+
+
+def stab(fn, schema=Literal["positive", "negative"], ledger=None, fingerprint="model-a", **options):
+    return Stabilizer(models.function(fn, fingerprint=fingerprint), schema, ledger=ledger, **options)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger(tmp_path / "ledger.sqlite3") as opened:
+        yield opened
+
+
+# -- replay -----------------------------------------------------------------------------------
+
+
+def test_an_accepted_answer_is_replayed_without_a_model_call(ledger):
+    model = Counter('{"stars": 4, "sentiment": "positive"}')
+    s = stab(model, Review, ledger)
+    first = s.run("review this")
+    assert not first.replayed and len(model.calls) == 3
+    second = s.run("review this")
+    assert len(model.calls) == 3, "a hit must not call the model"
+    assert second.replayed and second.value == first.value and isinstance(second.value, Review)
+    assert (second.stable, second.agreement, second.votes, second.stopped_because) == (
+        first.stable, first.agreement, first.votes, first.stopped_because)
+    assert all(isinstance(b, Ballot) for b in second.ballots) and len(second.ballots) == 3
+    assert [b.value for b in second.ballots] == [b.value for b in first.ballots]
+    assert isinstance(second.ballots[0].value, Review)
+    assert [b.to_dict() for b in second.ballots] == [b.to_dict() for b in first.ballots]
+    key = ledger.key(s, "review this")
+    assert first.meta["ledger"] == {"key": key, "run": 1}
+    assert second.meta["ledger"]["key"] == key and second.meta["ledger"]["run"] == 1
+    assert s.run("another review").replayed is False and len(model.calls) == 6
+
+
+def test_arun_and_map_replay(ledger):
+    model = Counter()
+    s = stab(model, ledger=ledger)
+    first = s.map(["a", "b", "c"], progress=False)
+    assert [r.replayed for r in first] == [False] * 3 and len(model.calls) == 9
+    again = s.map(["c", "a", "b", "d"], progress=False)
+    assert [r.replayed for r in again] == [True, True, True, False]
+    assert asyncio.run(s.arun("d")).replayed
+    assert len(model.calls) == 12
+
+
+def test_refresh_decides_again_supersedes_and_keeps_history(ledger):
+    model = Counter("positive")
+    s = stab(model, ledger=ledger)
+    old = s.run("q")
+    model.answer = "negative"
+    assert s.run("q").value == "positive"  # sticky: the model changed its mind, the ledger did not
+    new = s.run("q", refresh=True)
+    assert new.value == "negative" and not new.replayed
+    assert s.run("q").value == "negative" and s.run("q").replayed
+    shown = ledger.show(ledger.key(s, "q"))
+    assert [r["run"] for r in shown["runs"]] == [old.meta["ledger"]["run"], new.meta["ledger"]["run"]]
+    first, second = shown["runs"]
+    assert first["value"] == "positive" and first["superseded_by"] == second["run"] and not first["current"]
+    assert second["value"] == "negative" and second["refresh"] and second["current"]
+    assert shown["current"] == second["run"] and len(first["ballots"]) == 3
+
+
+def test_map_refresh_decides_every_prompt_again(ledger):
+    model = Counter()
+    s = stab(model, ledger=ledger)
+    s.map(["a", "b"], progress=False)
+    results = s.map(["a", "b"], progress=False, refresh=True)
+    assert [r.replayed for r in results] == [False, False] and len(model.calls) == 12
+    assert sum(r["current"] for r in ledger.runs()) == 2 and len(ledger.runs()) == 4
+
+
+def test_failed_runs_are_stored_with_their_ballots_but_never_replayed(ledger):
+    model = Counter("I cannot say")
+    s = stab(model, int, ledger, vote=Vote(k=1), retry=Retry(attempts=2))
+    for _ in range(2):
+        with pytest.raises(accord.InvalidOutput) as raised:
+            s.run("how many?")
+        assert raised.value.result.meta["ledger"]["run"] >= 1  # the raised error carries the stored Result
+    assert len(model.calls) == 4, "a failed run is decided again every time"
+    shown = ledger.show(ledger.key(s, "how many?"))
+    assert shown["current"] is None
+    assert [(r["outcome"], r["error"]) for r in shown["runs"]] == [("failed", "InvalidOutput")] * 2
+    ballot = shown["runs"][0]["ballots"][1]
+    assert ballot["text"] == "I cannot say" and ballot["status"] == "invalid" and ballot["error"]["stage"]
+    assert shown["runs"][0]["result"]["error"]["type"] == "InvalidOutput"
+
+
+def test_no_consensus_is_stored_not_replayed_and_plurality_is_not_replayed_either(ledger):
+    answers = iter(["positive", "negative", "positive", "negative"] * 4)
+    model = Counter(lambda: next(answers))
+    s = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2))
+    with pytest.raises(accord.NoConsensus):
+        s.run("q")
+    plural = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2), on_no_consensus="plurality")
+    assert ledger.key(plural, "q") == ledger.key(s, "q"), "on_no_consensus is not part of the key"
+    first = plural.run("q")
+    assert first.error is None and not first.stable
+    assert not plural.run("q").replayed
+    outcomes = [r["outcome"] for r in ledger.runs()]
+    assert outcomes == ["unstable", "unstable", "failed"] and len(model.calls) == 6
+
+
+def test_the_first_writer_wins_and_the_second_gets_its_answer(ledger):
+    a, b = stab(Counter("positive")), stab(Counter("negative"))  # no ledger: decide only
+    ra, rb = a.run("q"), b.run("q")
+    kept = ledger.remember(a, "q", ra)
+    assert kept.value == "positive" and not kept.replayed
+    second = ledger.remember(b, "q", rb)
+    assert second.value == "positive" and second.replayed, "the second writer returns the first's answer"
+    runs = ledger.show(ledger.key(a, "q"))["runs"]
+    assert [r["value"] for r in runs] == ["positive", "negative"]
+    assert runs[1]["superseded_by"] == runs[0]["run"] and runs[0]["current"] and len(runs[1]["ballots"]) == 3
+
+
+def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    answers = ["positive", "negative", "positive", "negative", "positive", "negative"]
+    barrier = threading.Barrier(len(answers))
+    finals: list = [None] * len(answers)
+
+    def worker(i):
+        s = stab(Counter(answers[i]))
+        decided = s.run("same question")
+        with Ledger(path) as own:  # one Ledger object per thread: a separate connection
+            barrier.wait(timeout=30)
+            finals[i] = own.remember(s, "same question", decided)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(answers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert None not in finals, "a writer failed (see the thread's traceback)"
+    assert len({r.value for r in finals}) == 1
+    assert sum(not r.replayed for r in finals) == 1, "exactly one writer decided the key"
+    with Ledger(path) as check:
+        runs = check.runs()
+    assert len(runs) == len(answers) and sum(r["current"] for r in runs) == 1
+
+
+def test_many_writers_creating_the_same_new_file_at_once(tmp_path):
+    errors = []
+
+    def open_and_close(path):
+        try:
+            Ledger(path).close()
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(repr(exc))
+
+    for trial in range(30):
+        path = tmp_path / f"new-{trial}.sqlite3"
+        threads = [threading.Thread(target=open_and_close, args=(path,)) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    assert errors == []
+
+
+def test_threads_sharing_one_ledger_lose_nothing(ledger):
+    model = Counter()
+    s = stab(model, ledger=ledger)
+    errors = []
+
+    def worker(i):
+        for j in range(15):
+            result = s.run(f"t{i}-{j}")
+            if "ledger_error" in result.meta:
+                errors.append(result.meta["ledger_error"])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    runs = ledger.runs(limit=None)
+    assert len(runs) == 90 and all(r["current"] for r in runs)
+    assert sum(len(run["ballots"]) for run in ledger.export()) == len(model.calls) == 270
+
+
+# -- the key ----------------------------------------------------------------------------------
+
+
+def test_the_key_is_the_hash_of_canonical_json_of_request_schema_policy_and_model(ledger):
+    s = stab(Counter(), Review, ledger)
+    messages = [{"role": "user", "content": "hi", "name": "x"}]
+    material = {
+        "ledger": 1,
+        "model": "model-a",
+        "policy": describe_policy(s.policy),
+        "request": messages,
+        "schema": describe_schema(s.schema),
+    }
+    assert ledger.key(s, messages) == hashlib.sha256(canonical_key(material).encode()).hexdigest()
+    assert material["schema"]["json_schema"] == Review.model_json_schema()
+    assert ledger.key(s, [{"name": "x", "content": "hi", "role": "user"}]) == ledger.key(s, messages)
+    two = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    assert ledger.key(s, two) != ledger.key(s, two[::-1])
+
+
+def _other_normalizer(text):
+    return text.strip()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"schema": Literal["positive", "negative", "neutral"]},
+        {"fingerprint": "model-b"},
+        {"vote": Vote(k=3)},
+        {"vote": Vote(k=5, quorum=4)},
+        {"vote": Vote(k=5, early_stop=False)},
+        {"retry": Retry(attempts=5)},
+        {"normalize": [accord.casefold]},
+        {"normalize": [_other_normalizer]},
+        {"temperature": 0.7},
+        {"max_tokens": 64},
+        {"seed": 7},
+        {"schema_in_prompt": False},
+    ],
+    ids=lambda change: ",".join(change),
+)
+def test_a_changed_schema_model_or_policy_misses(ledger, change):
+    model = Counter()
+    base = dict(schema=Literal["positive", "negative"], fingerprint="model-a")
+    stab(model, ledger=ledger, **base).run("q")
+    changed = stab(model, ledger=ledger, **{**base, **change})
+    result = changed.run("q")
+    assert not result.replayed and len(model.calls) > 3
+
+
+def test_what_cannot_change_the_answer_is_not_in_the_key(ledger):
+    first = Counter()
+    stab(first, ledger=ledger).run("q")
+    other_function = Counter()  # another function, same logical fingerprint: the same model elsewhere
+    same = stab(other_function, ledger=ledger, budget=accord.Budget(max_calls=50),
+                retry=Retry(transport_attempts=9), on_ballot=lambda b: None)
+    assert same.run("q").replayed and other_function.calls == []
+
+
+def test_ttl_expires_an_answer(tmp_path):
+    model = Counter("positive")
+    with Ledger(tmp_path / "l.sqlite3", ttl=0.3) as ledger:
+        s = stab(model, ledger=ledger)
+        s.run("q")
+        assert s.run("q").replayed
+        time.sleep(0.4)
+        model.answer = "negative"
+        again = s.run("q")
+        assert again.value == "negative" and not again.replayed
+        assert s.run("q").value == "negative"
+        runs = ledger.show(ledger.key(s, "q"))["runs"]
+        assert runs[0]["superseded_by"] == runs[1]["run"] and runs[1]["current"]
+
+
+def test_bad_arguments_are_config_errors(tmp_path):
+    with pytest.raises(accord.ConfigError):
+        Ledger(tmp_path / "l", ttl=0)
+    with pytest.raises(accord.ConfigError):
+        Ledger(tmp_path / "l", timeout=-1)
+
+
+# -- storage ----------------------------------------------------------------------------------
+
+
+def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger, tmp_path):
+    model = Counter()
+    outputs = iter(['{"stars": 9}', '{"stars": 4, "sentiment": "positive"}'])
+    model.answer = lambda: next(outputs)
+    stab(model, Review, ledger, vote=Vote(k=1)).run("q")
+    raw = sqlite3.connect(ledger.path)
+    bodies = [json.loads(b) for (b,) in raw.execute("SELECT body FROM ballots ORDER BY seq")]
+    raw.close()
+    assert [b["status"] for b in bodies] == ["invalid", "valid"]
+    assert bodies[0]["text"] == '{"stars": 9}' and bodies[0]["error"]["stage"] == "validate"
+    assert bodies[1]["data"] == {"stars": 4, "sentiment": "positive"}
+    for body in bodies:
+        assert {"usage", "started", "seconds", "meta", "slot", "attempt", "finish_reason"} <= set(body)
+        assert body["usage"]["calls"] == 1
+
+
+def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger, caplog):
+    model = Counter()
+    s = stab(model, ledger=ledger)
+    s.run("q")
+    raw = sqlite3.connect(ledger.path)
+    raw.execute("UPDATE runs SET value = '\"maybe\"'")
+    raw.commit()
+    raw.close()
+    with caplog.at_level(logging.WARNING, logger="accord"):
+        assert ledger.recall(s, "q") is None
+    assert "recall failed" in caplog.text
+
+
+# -- bad state --------------------------------------------------------------------------------
+
+
+def test_a_corrupt_file_raises_ledger_error(tmp_path):
+    path = tmp_path / "garbage.sqlite3"
+    path.write_bytes(b"this is not a database at all" * 300)
+    with pytest.raises(LedgerError, match="corrupt or not an SQLite file"):
+        Ledger(path)
+
+
+def test_a_foreign_database_raises_ledger_error(tmp_path):
+    path = tmp_path / "other.sqlite3"
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE users (name TEXT)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(LedgerError, match="not an accord ledger"):
+        Ledger(path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "delete", "a foreign file is left untouched"
+    raw.close()
+
+
+def test_a_ledger_from_a_newer_accord_raises_ledger_error(tmp_path):
+    path = tmp_path / "l.sqlite3"
+    Ledger(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    with pytest.raises(LedgerError, match="newer accord"):
+        Ledger(path)
+
+
+def test_corrupt_pages_raise_on_open_and_mid_session_the_answer_is_still_returned(tmp_path, caplog):
+    path = tmp_path / "l.sqlite3"
+    model = Counter()
+    with Ledger(path) as ledger:
+        stab(model, ledger=ledger).map([f"p{i}" for i in range(40)], progress=False)
+    already_open = Ledger(path)
+    data = bytearray(path.read_bytes())
+    assert len(data) > 3 * 4096
+    data[4096:] = b"\xff" * (len(data) - 4096)  # keep the header page, wreck the rest
+    path.write_bytes(bytes(data))
+    with pytest.raises(LedgerError, match="corrupt"):
+        Ledger(path)
+    with pytest.raises(LedgerError, match="corrupt"):
+        already_open.runs()
+    with caplog.at_level(logging.WARNING, logger="accord"):
+        result = stab(model, ledger=already_open).run("p1")
+    assert result.value == "positive" and not result.replayed
+    assert result.meta["ledger_error"]["type"] == "LedgerError" and "corrupt" in result.meta["ledger_error"]["message"]
+    assert "recall failed" in caplog.text and "not recorded" in caplog.text
+
+
+def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger, caplog):
+    model = Counter()
+    s = stab(model, ledger=ledger)
+    s.run("small")
+    conn = ledger._connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    secret = "sk-SECRET-" + "x" * 20_000  # a big request needs new pages; it must never be logged
+    with caplog.at_level(logging.WARNING, logger="accord"):
+        result = s.run(secret)
+    assert result.value == "positive" and result.stable and not result.replayed
+    error = result.meta["ledger_error"]
+    assert error["type"] == "LedgerError" and "full" in error["message"]
+    assert "not recorded" in caplog.text and "sk-SECRET" not in caplog.text
+    assert len(ledger.runs()) == 1, "a failed write leaves nothing half-written"
+    with pytest.raises(accord.InvalidOutput) as raised:
+        stab(Counter("nonsense"), ledger=ledger, vote=Vote(k=1), retry=Retry(attempts=1)).run(secret)
+    assert "full" in raised.value.result.meta["ledger_error"]["message"]
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    assert s.run(secret).meta.get("ledger") and len(ledger.runs()) == 2
+
+
+def test_a_lock_held_past_the_timeout_is_reported_and_the_answer_returned(tmp_path):
+    path = tmp_path / "l.sqlite3"
+    ledger = Ledger(path, timeout=0.3)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        result = stab(Counter(), ledger=ledger).run("q")
+        waited = time.monotonic() - start
+        assert result.value == "positive"
+        assert "locked" in result.meta["ledger_error"]["message"]
+        assert 0.3 <= waited < 3
+        assert ledger.runs() == [], "readers are not blocked by a writer (WAL)"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert stab(Counter(), ledger=ledger).run("q").meta["ledger"]["run"] == 1
+    ledger.close()
+
+
+def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path):
+    path = tmp_path / "fresh.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # a rollback-journal exclusive lock blocks even readers
+    try:
+        start = time.monotonic()
+        with pytest.raises(LedgerError, match="locked"):
+            Ledger(path, timeout=0.3)
+        assert time.monotonic() - start < 3
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    Ledger(path).close()

@@ -1,0 +1,88 @@
+"""``accord ledger ls | show KEY | export --format jsonl``."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from accord import InvalidOutput, Ledger, Stabilizer, Vote, models
+from accord._cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A ledger with two accepted keys (one refreshed) and one failed run."""
+    path = tmp_path / "ledger.sqlite3"
+    with Ledger(path) as ledger:
+        good = Stabilizer(models.function(lambda p: "positive", fingerprint="m"), str, ledger=ledger)
+        good.run("first")
+        good.run("second")
+        good.run("second", refresh=True)
+        bad = Stabilizer(models.function(lambda p: "???", fingerprint="m"), int, ledger=ledger, vote=Vote(k=1))
+        with pytest.raises(InvalidOutput):
+            bad.run("third")
+        keys = {p: ledger.key(good, p) for p in ("first", "second")}
+    return path, keys
+
+
+def cli(*args):
+    return runner.invoke(app, ["ledger", *map(str, args)])
+
+
+def test_ls_lists_runs_newest_first_and_marks_current_answers(filled):
+    path, keys = filled
+    out = cli("ls", "--path", path)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "KEY", "DECIDED"]
+    rows = lines[1:]
+    assert [row.split()[0].rstrip("*") for row in rows] == ["4", "3", "2", "1"]
+    assert "failed:InvalidOutput" in rows[0] and "*" not in rows[0].split()[0]
+    assert rows[1].split()[0] == "3*" and keys["second"][:12] in rows[1] and '"positive"' in rows[1]
+    assert rows[2].split()[0] == "2" and rows[3].split()[0] == "1*"
+    only = cli("ls", "--path", path, "--key", keys["first"][:6], "-n", "5")
+    assert only.exit_code == 0 and len(only.output.splitlines()) == 2
+
+
+def test_show_prints_the_key_material_and_every_run_with_ballots(filled):
+    path, keys = filled
+    out = cli("show", keys["second"][:10], "--path", path)
+    assert out.exit_code == 0, out.output
+    shown = json.loads(out.output)
+    assert shown["key"] == keys["second"] and shown["material"]["request"] == "second"
+    assert shown["material"]["model"] == "m" and "policy" in shown["material"] and "schema" in shown["material"]
+    assert [r["current"] for r in shown["runs"]] == [False, True] and shown["current"] == shown["runs"][1]["run"]
+    ballot = shown["runs"][0]["ballots"][0]
+    assert ballot["text"] == "positive" and ballot["status"] == "valid" and "usage" in ballot
+
+
+def test_export_writes_one_json_line_per_run(filled, tmp_path):
+    path, keys = filled
+    out = cli("export", "--format", "jsonl", "--path", path)
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.output.splitlines()]
+    assert [r["run"] for r in lines] == [1, 2, 3, 4]
+    assert [r["request"] for r in lines] == ["first", "second", "second", "third"]
+    assert [r["outcome"] for r in lines] == ["accepted", "accepted", "accepted", "failed"]
+    assert all(r["ballots"] and "result" in r for r in lines)
+    target = tmp_path / "out.jsonl"
+    done = cli("export", "--path", path, "-o", target)
+    assert done.exit_code == 0 and "exported 4 runs" in done.output
+    assert [json.loads(line) for line in target.read_text().splitlines()] == lines
+
+
+def test_cli_errors_are_clear(filled, tmp_path):
+    path, _ = filled
+    assert cli("export", "--format", "csv", "--path", path).exit_code == 2
+    missing = cli("show", "abcdef", "--path", path)
+    assert missing.exit_code == 1 and "no key starts with 'abcdef'" in missing.output
+    assert cli("show", "not-hex", "--path", path).exit_code == 1
+    nowhere = cli("ls", "--path", tmp_path / "absent.sqlite3")
+    assert nowhere.exit_code == 1 and "no ledger at" in nowhere.output
+    assert not (tmp_path / "absent.sqlite3").exists(), "looking does not create a ledger"
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"junk" * 1000)
+    broken = cli("ls", "--path", junk)
+    assert broken.exit_code == 1 and "corrupt" in broken.output
