@@ -440,3 +440,17 @@ def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path):
         holder.execute("ROLLBACK")
         holder.close()
     Ledger(path).close()
+
+
+def test_stabilize_arguments_are_part_of_the_key(tmp_path):
+    import accord
+
+    ledger = accord.Ledger(tmp_path / "l.sqlite3")
+
+    @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, schema_in_prompt=False)
+    def ask(prompt, style="plain"):
+        return f"{style}:{prompt}"
+
+    assert ask("hi") == "plain:hi"
+    assert ask("hi", style="shout") == "shout:hi"  # not the replayed "plain:hi"
+    assert ask.run("hi", style="shout").replayed

@@ -25,7 +25,8 @@ cfg = json.loads(sys.argv[1])
 def model(prompt, request=None):
     with open(cfg["calls"], "a") as log:
         log.write(json.dumps(request.prompt) + "\n")
-    time.sleep(cfg.get("delay", 0.0))
+    slow = request.ballot == 1 and "second_delay" in cfg  # a run with one ballot made, one in flight
+    time.sleep(cfg["second_delay"] if slow else cfg.get("delay", 0.0))
     return f'{cfg["label"]}:{request.prompt}'
 
 ledger = Ledger(cfg["ledger"])
@@ -79,7 +80,7 @@ def test_answers_are_sticky_across_processes(worker):
 
 def test_sigkill_mid_batch_then_resume_decides_every_prompt_exactly_once(worker):
     prompts = [f"prompt {i:02d}" for i in range(50)]
-    proc = worker("run1", prompts, delay=0.04, concurrency=4)
+    proc = worker("run1", prompts, delay=0.02, second_delay=0.2, concurrency=4)
     deadline = time.monotonic() + 60
     while len(worker.calls("run1")) < 40:  # 2 calls per prompt: about 20 prompts in
         assert proc.poll() is None, "the batch ended before the kill"
@@ -93,6 +94,12 @@ def test_sigkill_mid_batch_then_resume_decides_every_prompt_exactly_once(worker)
         before = {run["run"]: run for run in ledger.export()}
     decided = {run["request"] for run in before.values() if run["outcome"] == "accepted"}
     assert 0 < len(decided) < len(prompts), "the kill landed mid-run"
+    # Runs in flight at the kill stay as history, with every ballot they had made.
+    interrupted = [run for run in before.values() if run["outcome"] == "interrupted"]
+    assert any(run["ballots"] for run in interrupted)
+    stored = sum(len(run["ballots"]) for run in before.values())
+    made = len(worker.calls("run1"))
+    assert made - 4 <= stored <= made, "at most the calls in flight (concurrency 4) are lost"
 
     results = worker.finish(worker("run2", prompts, delay=0.0), "run2")
     assert [r["value"] for r in results] == [f"run1:{p}" if p in decided else f"run2:{p}" for p in prompts]

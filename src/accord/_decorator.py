@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import inspect
 from typing import Any, Callable
 
@@ -35,7 +36,10 @@ class Stabilized:
         else:
             def call(prompt: Any) -> Any:
                 return fn(prompt, *args, **kwargs)
-        return Stabilizer(FunctionBackend(call, fingerprint=self.fingerprint), self.schema, **self.options)
+        fingerprint = self.fingerprint
+        if args or kwargs:  # other arguments change the call, so they name a different model call
+            fingerprint += json.dumps([args, kwargs], sort_keys=True, default=repr, ensure_ascii=False)
+        return Stabilizer(FunctionBackend(call, fingerprint=fingerprint), self.schema, **self.options)
 
     def run(self, prompt: Any, *args: Any, **kwargs: Any) -> Result[Any]:
         return self.stabilizer(*args, **kwargs).run(prompt)

@@ -53,7 +53,7 @@ _TABLES = (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         key TEXT NOT NULL REFERENCES keys(key),
         created REAL NOT NULL,
-        outcome TEXT NOT NULL,            -- accepted | unstable | failed
+        outcome TEXT NOT NULL,            -- accepted | unstable | failed | interrupted (never finished)
         stopped_because TEXT NOT NULL,
         error TEXT,                       -- the error type of a failed run
         calls INTEGER NOT NULL,
@@ -175,7 +175,37 @@ class Ledger:
             log.warning("accord ledger: recall failed, deciding afresh (%s)", _brief(exc))
             return None
 
-    def remember(self, stabilizer: Any, prompt: Any, result: Result[T], refresh: bool = False) -> Result[T]:
+    def begin(self, stabilizer: Any, prompt: Any) -> Pending | None:
+        """Open a run before its first call, so its ballots are stored as they come.
+
+        A run killed mid-way stays in the ledger as ``interrupted``, with the ballots it made:
+        history, never replayed. ``remember(..., pending=...)`` completes it. None when the
+        ledger cannot be written (the run goes on; ``remember`` reports the failure).
+        """
+        try:
+            key, request, context = self._key(stabilizer, prompt)
+            run_id = self._write(lambda c: self._open_run(c, key, request, context))
+        except Exception as exc:
+            log.warning("accord ledger: cannot open the run (%s); its ballots are stored when it ends", _brief(exc))
+            return None
+        return Pending(self, run_id)
+
+    def _open_run(self, c: sqlite3.Connection, key: str, request: str, context: _Context) -> int:
+        now = time.time()
+        c.execute("INSERT OR IGNORE INTO contexts (id, material) VALUES (?, ?)", (context.id, context.material))
+        c.execute(
+            "INSERT OR IGNORE INTO keys (key, context, request, created) VALUES (?, ?, ?, ?)", (key, context.id, request, now)
+        )
+        cursor = c.execute(
+            "INSERT INTO runs (key, created, outcome, stopped_because, calls, refresh, result) "
+            "VALUES (?, ?, 'interrupted', '', 0, 0, '{}')",
+            (key, now),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def remember(
+        self, stabilizer: Any, prompt: Any, result: Result[T], refresh: bool = False, pending: Pending | None = None
+    ) -> Result[T]:
         """Store the run; return the answer to give the caller.
 
         That is ``result`` itself, unless another writer decided the same key first (and
@@ -185,7 +215,8 @@ class Ledger:
         try:
             key, request, context = self._key(stabilizer, prompt)
             run = _encode(result, stabilizer.schema)
-            run_id, winner = self._write(lambda c: self._store(c, key, request, context, run, refresh))
+            opened = pending.run_id if pending is not None else None
+            run_id, winner = self._write(lambda c: self._store(c, key, request, context, run, refresh, opened))
         except Exception as exc:
             log.warning("accord ledger: the run was not recorded (%s); returning its answer", _brief(exc))
             return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})
@@ -197,21 +228,35 @@ class Ledger:
         return _with_meta(result, ledger={"key": key, "run": run_id})
 
     def _store(
-        self, c: sqlite3.Connection, key: str, request: str, context: _Context, run: dict[str, Any], refresh: bool
+        self, c: sqlite3.Connection, key: str, request: str, context: _Context, run: dict[str, Any], refresh: bool,
+        opened: int | None = None,
     ) -> tuple[int, int | None]:
-        """Inside one write transaction: the run, its ballots, and the key's current answer."""
+        """Inside one write transaction: the run, its ballots, and the key's current answer.
+
+        ``opened``: the run row ``begin`` made; it is completed, its early ballots replaced by
+        the final list (which holds them all).
+        """
         now = time.time()
         c.execute("INSERT OR IGNORE INTO contexts (id, material) VALUES (?, ?)", (context.id, context.material))
         c.execute(
             "INSERT OR IGNORE INTO keys (key, context, request, created) VALUES (?, ?, ?, ?)", (key, context.id, request, now)
         )
-        cursor = c.execute(
-            "INSERT INTO runs (key, created, outcome, stopped_because, error, calls, refresh, value, result) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, now, run["outcome"], run["stopped_because"], run["error"], run["calls"], int(refresh), run["value"],
-             run["result"]),
-        )
-        run_id = int(cursor.lastrowid or 0)
+        values = (run["outcome"], run["stopped_because"], run["error"], run["calls"], int(refresh), run["value"], run["result"])
+        if opened is not None and c.execute("SELECT 1 FROM runs WHERE id = ? AND key = ?", (opened, key)).fetchone():
+            c.execute(
+                "UPDATE runs SET outcome = ?, stopped_because = ?, error = ?, calls = ?, refresh = ?, value = ?, result = ? "
+                "WHERE id = ?",
+                (*values, opened),
+            )
+            c.execute("DELETE FROM ballots WHERE run = ?", (opened,))
+            run_id = opened
+        else:
+            cursor = c.execute(
+                "INSERT INTO runs (key, created, outcome, stopped_because, error, calls, refresh, value, result) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, now, *values),
+            )
+            run_id = int(cursor.lastrowid or 0)
         c.executemany(
             "INSERT INTO ballots (run, seq, status, body) VALUES (?, ?, ?, ?)",
             [(run_id, seq, status, body) for seq, (status, body) in enumerate(run["ballots"])],
@@ -423,6 +468,28 @@ def _summary(row: Any) -> dict[str, Any]:
 # -- Result <-> JSON -------------------------------------------------------------------------
 
 
+class Pending:
+    """A run in progress: ``record`` stores each ballot as it is made (the run's ``on_ballot``)."""
+
+    def __init__(self, ledger: Ledger, run_id: int) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def record(self, ballot: Ballot) -> None:
+        with self._lock:
+            seq, self._seq = self._seq, self._seq + 1
+        body = _json(ballot.to_dict())
+        try:
+            self.ledger._write(
+                lambda c: c.execute("INSERT OR REPLACE INTO ballots (run, seq, status, body) VALUES (?, ?, ?, ?)",
+                                    (self.run_id, seq, ballot.status, body))
+            )
+        except Exception as exc:  # the final write stores every ballot again
+            log.warning("accord ledger: a ballot was not stored yet (%s)", _brief(exc))
+
+
 def _encode(result: Result[Any], schema: Schema[Any]) -> dict[str, Any]:
     """The row of one run: JSON text only."""
     accepted = result.error is None and result.stable
@@ -463,6 +530,8 @@ def _decode(row: Any, bodies: list[str], schema: Schema[Any], run_id: int) -> Re
         fragile_steps=doc.get("fragile_steps"),
         replayed=True,
         meta=meta,
+        environment=doc.get("environment", {}),
+        data=json.loads(value) if value is not None else None,
     )
 
 

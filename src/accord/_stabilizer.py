@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import logging
 import sys
 import threading
@@ -97,8 +98,11 @@ class Stabilizer(Generic[T]):
                 raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
 
-    def _flow(self, prompt: Prompt) -> Any:
-        return decide(prompt, self.schema, self.model, self.policy)
+    def _flow(self, prompt: Prompt, pending: Any = None) -> Any:
+        policy = self.policy
+        if pending is not None:  # the ledger stores each ballot as it is made
+            policy = replace(policy, on_ballot=_both(policy.on_ballot, pending.record))
+        return decide(prompt, self.schema, self.model, policy)
 
     def run(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.
@@ -110,7 +114,8 @@ class Stabilizer(Generic[T]):
         hit = self._recall(prompt, refresh)
         if hit is not None:
             return hit
-        return _deliver(self._remember(prompt, drive(self._flow(prompt), self.model), refresh))
+        pending = self._begin(prompt)
+        return _deliver(self._remember(prompt, drive(self._flow(prompt, pending), self.model), refresh, pending))
 
     async def arun(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
@@ -118,16 +123,23 @@ class Stabilizer(Generic[T]):
         hit = self._recall(prompt, refresh)
         if hit is not None:
             return hit
-        return _deliver(self._remember(prompt, await adrive(self._flow(prompt), self.model), refresh))
+        pending = self._begin(prompt)
+        return _deliver(self._remember(prompt, await adrive(self._flow(prompt, pending), self.model), refresh, pending))
 
     def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
         if self.ledger is None or refresh:
             return None
         return self.ledger.recall(self, prompt)  # type: ignore[no-any-return]
 
-    def _remember(self, prompt: Prompt, result: Result[T], refresh: bool) -> Result[T]:
+    def _begin(self, prompt: Prompt) -> Any:
+        begin = getattr(self.ledger, "begin", None)
+        return begin(self, prompt) if begin is not None else None
+
+    def _remember(self, prompt: Prompt, result: Result[T], refresh: bool, pending: Any = None) -> Result[T]:
         if self.ledger is None:
             return result
+        if pending is not None:
+            return self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)  # type: ignore[no-any-return]
         return self.ledger.remember(self, prompt, result, refresh=refresh)  # type: ignore[no-any-return]
 
     def map(
@@ -160,7 +172,9 @@ class Stabilizer(Generic[T]):
             try:
                 result = self._recall(prompt, refresh)
                 if result is None:
-                    result = self._remember(prompt, await adrive(self._flow(prompt), self.model, limit), refresh)
+                    pending = self._begin(prompt)
+                    result = await adrive(self._flow(prompt, pending), self.model, limit)
+                    result = self._remember(prompt, result, refresh, pending)
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)
@@ -169,6 +183,17 @@ class Stabilizer(Generic[T]):
 
         with bar:
             return list(await asyncio.gather(*(one(p) for p in items)))
+
+
+def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]) -> Callable[[Ballot], Any]:
+    if first is None:
+        return second
+
+    def both(ballot: Ballot) -> None:
+        first(ballot)
+        second(ballot)
+
+    return both
 
 
 def _deliver(result: Result[T]) -> Result[T]:
