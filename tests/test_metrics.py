@@ -1,0 +1,42 @@
+from accord import Stabilizer, Vote, models
+from accord._metrics import Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
+
+
+def test_total_agreement_rate():
+    assert total_agreement([["a", "a"], ["a", "b"], ["c", "c"], ["d", "d"]]) == 0.75
+    assert total_agreement([]) == 0.0
+
+
+def test_first_divergence_index():
+    assert first_divergence([[1, 2, 3], [1, 2, 3]]) is None
+    assert first_divergence([[1, 2, 3], [1, 5, 3], [1, 2, 3]]) == 1
+    assert first_divergence(["abc", "ab"]) == 2  # one is a prefix of the other
+    assert first_divergence(["x", "y"]) == 0
+
+
+def test_distinct_and_majority():
+    assert distinct(["a", "b", "a"]) == 2
+    assert majority_share(["a", "b", "a", "a"]) == 0.75
+
+
+def test_accuracy_by_condition_and_spread():
+    acc = accuracy_by_condition({"fp32": [1, 2, 3], "bf16": [1, 0, 3]}, [1, 2, None])
+    assert acc == {"fp32": 1.0, "bf16": 0.5}
+    s = Spread.of(list(acc.values()))
+    assert (s.minimum, s.mean, s.maximum) == (0.5, 0.75, 1.0)
+
+
+def test_tarr_below_tara_when_texts_differ_but_answers_agree():
+    # Scripted "conditions": the same answer written differently in each run.
+    runs = {"c1": ["Positive.", "7"], "c2": ["positive", "The answer is 7."]}
+    raw = [[runs[c][i] for c in runs] for i in range(2)]
+    stab_answers = []
+    for i, schema in enumerate([str, int]):
+        keys = []
+        for cond in runs:
+            from typing import Literal
+            s = Literal["positive", "negative"] if i == 0 else int
+            result = Stabilizer(models.scripted([runs[cond][i]]), s, vote=Vote(k=1)).run("q")
+            keys.append(result.key)
+        stab_answers.append(keys)
+    assert total_agreement(raw) == 0.0 and total_agreement(stab_answers) == 1.0
