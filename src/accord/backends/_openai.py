@@ -1,0 +1,355 @@
+"""An OpenAI-compatible server as a backend: ``accord.models.openai(...)``.
+
+vLLM, SGLang, llama.cpp, Ollama, ``transformers serve`` or OpenAI itself. The official ``openai``
+package does the HTTP (its retries off); this module decides what to send and reads what comes
+back. One exchange (the calls behind one ballot) is a generator that yields operations and
+receives their replies, the httpx auth-flow pattern: :meth:`OpenAIBackend.generate` drives it
+with the sync client and :meth:`OpenAIBackend.agenerate` with the async client, natively, so
+the budget can cancel an in-flight request.
+
+What an exchange does, per ballot:
+
+1. picks the next server (``base_url`` may be a list: round-robin) and, without ``model=``,
+   asks it once for its model (``GET /models``; a server with exactly one model);
+2. the first time a server is seen with a schema that has an object root, probes it once:
+   does it honour ``response_format`` (strict JSON Schema)? The answer is remembered per
+   (server, model) in :mod:`._openai_caps`, and :attr:`OpenAIBackend.constrains` reports it;
+   the core reads ``constrains`` when a run starts, so a run that starts after the probe leaves
+   the schema out of the prompt, and one that starts before carries it (harmless);
+3. sends the chat completion; a 400/422 that refuses a parameter (``temperature``, ``seed``,
+   ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once
+   without it, and the refusal is remembered;
+4. reads the answer (:mod:`._openai_wire`): text, finish reason, usage, ``system_fingerprint``,
+   per-token logprob margins; an answer that is not a JSON object although ``response_format``
+   was sent marks the server as ignoring it (then the schema goes in the prompt).
+
+Every failure leaves as a :class:`~accord.BackendError` (:mod:`._openai_errors`), retryable for
+timeouts, dropped connections, 429 and 5xx, with ``retry_after`` from the server. No API key or
+URL credential appears in a Result, a log line or an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Generator
+
+from .._errors import BackendError, ConfigError
+from .._request import Completion, Request, Usage
+from . import _openai_wire as wire
+from ._base import Backend
+from ._openai_caps import SHARED, Capabilities, Known
+from ._openai_clients import Server, servers_from
+from ._openai_errors import guard_logs, to_backend_error
+
+log = logging.getLogger("accord.openai")
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+_STRUCTURED = {"auto": "auto", True: "on", False: "off"}
+_PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"probe": {"type": "integer"}},
+    "required": ["probe"],
+    "additionalProperties": False,
+}
+_PROBE_FORMAT = {"type": "json_schema", "json_schema": {"name": "accord_probe", "schema": _PROBE_SCHEMA, "strict": True}}
+
+
+# -- operations an exchange yields ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Chat:
+    server: Server
+    params: dict[str, Any]
+
+    def call(self, client: Any) -> Any:
+        return client.chat.completions.create(**self.params)
+
+    async def acall(self, client: Any) -> Any:
+        return await client.chat.completions.create(**self.params)
+
+
+@dataclass(frozen=True)
+class _ListModels:
+    server: Server
+
+    def call(self, client: Any) -> Any:
+        return [model.id for model in client.models.list().data]
+
+    async def acall(self, client: Any) -> Any:
+        return [model.id for model in (await client.models.list()).data]
+
+
+_Op = Any  # _Chat | _ListModels
+Exchange = Generator[_Op, Any, Completion]
+
+
+class OpenAIBackend(Backend):
+    """A backend over one or more OpenAI-compatible servers.
+
+    ``client``: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (the other twin is derived), or
+    None to build both from ``base_url`` (a URL or a list of URLs, round-robin; default
+    ``OPENAI_BASE_URL`` or OpenAI) and ``api_key`` (default ``OPENAI_API_KEY``; local servers need
+    none). ``model``: the model name; None asks the server (one that serves exactly one model).
+    ``timeout``: seconds per HTTP call (or an ``openai.Timeout``). ``max_tokens``: the default
+    output budget when the run sets none. ``structured``: "auto" (probe and remember whether the
+    server honours ``response_format``), True (trust it does), False (never send it).
+    ``logprobs``: ask for ``top_logprobs`` alternatives per token and record the top-1/top-2
+    gap as the completion's margins. ``noise_floor``: the logprob gap below which a step counts
+    as fragile on this server; with it (and ``logprobs``) the core's margin gate may accept one
+    ballot alone. ``capabilities``: where learned server facts are kept (default: process-wide).
+    """
+
+    blocking = True
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        base_url: str | list[str] | tuple[str, ...] | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: Any = None,
+        max_tokens: int = 512,
+        structured: bool | str = "auto",
+        logprobs: bool = False,
+        top_logprobs: int = 2,
+        noise_floor: float | None = None,
+        organization: str | None = None,
+        default_headers: dict[str, str] | None = None,
+        capabilities: Capabilities | None = None,
+    ) -> None:
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if structured not in _STRUCTURED:
+            raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 2 <= top_logprobs <= 20:
+            raise ConfigError(f"top_logprobs must be an int from 2 to 20, got {top_logprobs!r}")
+        if noise_floor is not None and (isinstance(noise_floor, bool) or not noise_floor >= 0):
+            raise ConfigError(f"noise_floor must be >= 0 or None, got {noise_floor!r}")
+        self.model = model
+        self.default_max_tokens = max_tokens
+        self.structured = _STRUCTURED[structured]
+        self.logprobs = bool(logprobs)
+        self.top_logprobs = top_logprobs
+        self.noise_floor = noise_floor
+        self.capabilities = capabilities if capabilities is not None else SHARED
+        extra = {k: v for k, v in (("organization", organization), ("default_headers", default_headers)) if v is not None}
+        self.servers, self._secrets = servers_from(client, base_url, api_key, _timeout(timeout, client), extra)
+        guard_logs(self._secrets)
+        self._models: dict[str, str] = {}
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    # -- what the core reads ---------------------------------------------------------------------
+
+    @property  # type: ignore[override]
+    def constrains(self) -> bool:
+        """True when every server is known to honour ``response_format`` (or ``structured=True``).
+
+        Read by the core at the start of each run: when False, the schema goes in the prompt.
+        """
+        if self.structured != "auto":
+            return self.structured == "on"
+        return all(known is not None and known.response_format == "honoured" for known in self._known_all())
+
+    @property
+    def gives_margins(self) -> bool:
+        """True when logprobs are asked for, no server is known to drop them, and a floor is set."""
+        if not self.logprobs or self.noise_floor is None:
+            return False
+        return all(known is None or known.logprobs not in ("ignored", "rejected") for known in self._known_all())
+
+    @property  # type: ignore[override]
+    def fingerprint(self) -> str:
+        """The logical identity (ledger key): model and servers. Without ``model=`` it reads
+        ``server-default``, the same before and after the server was asked for its model."""
+        return f"openai:{self.model or 'server-default'}@{'|'.join(s.shown for s in self.servers)}"
+
+    def describe(self) -> dict[str, object]:
+        servers = []
+        for server in self.servers:
+            model = self.model or self._models.get(server.shown)
+            known = self.capabilities.get((server.shown, model)).to_dict() if model else None
+            servers.append({"url": server.shown, "model": model, "capabilities": known})
+        return {
+            "backend": type(self).__name__,
+            "fingerprint": self.fingerprint,
+            "structured": self.structured,
+            "servers": servers,
+        }
+
+    def _known_all(self) -> list[Known | None]:
+        found: list[Known | None] = []
+        for server in self.servers:
+            model = self.model or self._models.get(server.shown)
+            found.append(self.capabilities.get((server.shown, model)) if model else None)
+        return found
+
+    # -- the two drivers -------------------------------------------------------------------------
+
+    def generate(self, request: Request) -> Completion:
+        flow, reply = self._exchange(request, self._next_server()), None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                reply = op.call(op.server.sync_client())
+            except Exception as exc:  # handed to the exchange, which maps it at the boundary
+                reply = exc
+
+    async def agenerate(self, request: Request) -> Completion:
+        flow, reply = self._exchange(request, self._next_server()), None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                reply = await op.acall(op.server.async_client())
+            except Exception as exc:
+                reply = exc
+
+    def close(self) -> None:
+        """Close the sync clients accord built (async ones close with their event loop)."""
+        for server in self.servers:
+            server.close()
+
+    # -- one exchange ----------------------------------------------------------------------------
+
+    def _next_server(self) -> Server:
+        with self._lock:
+            server = self.servers[self._turn % len(self.servers)]
+            self._turn += 1
+        return server
+
+    def _exchange(self, request: Request, server: Server) -> Exchange:
+        model = self.model or (yield from self._discover(server))
+        key = (server.shown, model)
+        meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
+        extra_usage = Usage()
+        can_format = self.structured != "off" and wire.response_format(request.schema) is not None
+        if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
+            meta["probe"], extra_usage = yield from self._probe(server, model, key)
+        claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
+        options = wire.Options(model, self.default_max_tokens, self.logprobs, self.top_logprobs)
+
+        def build(known: Known) -> dict[str, Any]:
+            structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
+            hint = not structured and claimed and not wire.has_hint(request)
+            return wire.chat_params(request, options, known, structured=structured, hint=hint)
+
+        response, params = yield from self._ask(server, key, build)
+        try:
+            parsed = wire.parse(response)
+        except Exception as exc:  # Malformed, or an attribute the server left out
+            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
+        self._learn(key, params, parsed)
+        meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
+        meta["structured"] = "response_format" if "response_format" in params else "prompt"
+        if "seed" in params:
+            meta["seed"] = params["seed"]
+        wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
+        dropped = sorted(self.capabilities.get(key).rejected & wanted)
+        if dropped:
+            meta["dropped"] = dropped
+        completion = parsed.completion
+        return replace(completion, usage=completion.usage + extra_usage, meta=meta)
+
+    def _ask(self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None]) -> Generator[_Op, Any, tuple[Any, dict[str, Any]]]:
+        """Send one chat completion; drop parameters the server refuses and send again."""
+        for _ in range(len(wire.DROPPABLE) + 1):
+            params = build(self.capabilities.get(key))
+            if params is None:
+                break
+            reply = yield _Chat(server, params)
+            if not isinstance(reply, BaseException):
+                return reply, params
+            refused = wire.rejected_params(reply, params)
+            if not refused:
+                raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
+            log.info("%s refused %s for %s; sending without it from now on", server.shown, ", ".join(sorted(refused)), key[1])
+            self.capabilities.reject(key, refused)
+        raise BackendError(f"{server.shown}: the server refused every way of asking", status=400)
+
+    def _probe(self, server: Server, model: str, key: tuple[str, str]) -> Generator[_Op, Any, tuple[str, Usage]]:
+        """Ask once whether the server honours ``response_format``; remember the answer."""
+
+        def build(known: Known) -> dict[str, Any] | None:
+            if known.response_format == "rejected":
+                return None
+            params = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "response_format": _PROBE_FORMAT}
+            params["max_tokens" if known.accepts("max_tokens") else "max_completion_tokens"] = 16
+            if known.accepts("temperature"):
+                params["temperature"] = 0.0
+            return params
+
+        try:
+            response, _ = yield from self._ask(server, key, build)
+        except BackendError:
+            if self.capabilities.get(key).response_format == "rejected":
+                return "rejected", Usage()
+            self.capabilities.release_probe(key)  # probe again on a later call
+            raise  # the server failed: this ballot's call fails the same way, without a second try
+        try:
+            parsed = wire.parse(response)
+        except Exception as exc:
+            self.capabilities.release_probe(key)
+            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
+        data = _json_or_none(parsed.completion.text)
+        verdict = "honoured" if isinstance(data, dict) and isinstance(data.get("probe"), int) else "ignored"
+        self.capabilities.learn(key, response_format=verdict)
+        log.info("%s %s response_format for %s", server.shown, verdict, model)
+        usage = parsed.completion.usage
+        return verdict, Usage(usage.prompt_tokens, usage.completion_tokens)
+
+    def _discover(self, server: Server) -> Generator[_Op, Any, str]:
+        """The model a server serves, asked once (``GET /models``)."""
+        known = self._models.get(server.shown)
+        if known is not None:
+            return known
+        reply = yield _ListModels(server)
+        if isinstance(reply, BaseException):
+            raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
+        if len(reply) != 1:
+            names = ", ".join(reply[:5]) or "none"
+            raise ConfigError(f"{server.shown} serves {len(reply)} models ({names}); pass model=")
+        with self._lock:
+            self._models[server.shown] = reply[0]
+        return reply[0]  # type: ignore[no-any-return]
+
+    def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed) -> None:
+        """Passive detection: a server that sent prose for ``response_format``, or no logprobs."""
+        if "response_format" in params and self.structured == "auto" and parsed.json_object is False:
+            if self.capabilities.get(key).response_format != "ignored":
+                log.info("%s ignores response_format for %s: the schema goes in the prompt", key[0], key[1])
+            self.capabilities.learn(key, response_format="ignored")
+        if "logprobs" in params and parsed.completion.text:
+            self.capabilities.learn(key, logprobs="returned" if parsed.logprobs_seen else "ignored")
+
+
+def _timeout(timeout: Any, client: Any) -> Any:
+    if timeout is None:
+        if client is not None:
+            return None  # keep the client's own
+        import openai
+
+        return openai.Timeout(DEFAULT_TIMEOUT, connect=DEFAULT_CONNECT_TIMEOUT)
+    if isinstance(timeout, bool) or (isinstance(timeout, (int, float)) and not timeout > 0):
+        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return timeout
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

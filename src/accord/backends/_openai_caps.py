@@ -1,0 +1,95 @@
+"""What each OpenAI-compatible server is known to do, remembered per (server, model).
+
+Servers differ: some reject ``temperature`` or ``seed`` (HTTP 400/422), some accept
+``response_format`` and ignore it (``transformers serve`` does), some return logprobs and some do
+not. accord learns this from the answers it gets, once per server and model, and sends each
+server only what it honours. The memory is process-wide by default (a new backend for the same
+server starts from what the last one learned) and thread-safe; pass ``capabilities=Capabilities()``
+to an :class:`~accord.backends._openai.OpenAIBackend` to keep it private.
+
+    Known.rejected          parameters the server refused (they are no longer sent)
+    Known.response_format   None (unknown), "honoured", "ignored" or "rejected"
+    Known.logprobs          None (unknown), "returned", "ignored" or "rejected"
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+Key = tuple[str, str]  # (redacted server URL, model)
+
+
+@dataclass(frozen=True)
+class Known:
+    """The facts about one (server, model)."""
+
+    rejected: frozenset[str] = frozenset()
+    response_format: str | None = None
+    logprobs: str | None = None
+    probed: bool = False
+
+    def accepts(self, param: str) -> bool:
+        return param not in self.rejected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rejected": sorted(self.rejected),
+            "response_format": self.response_format,
+            "logprobs": self.logprobs,
+        }
+
+
+@dataclass
+class Capabilities:
+    """A thread-safe map from (server, model) to :class:`Known`."""
+
+    _known: dict[Key, Known] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def get(self, key: Key) -> Known:
+        with self._lock:
+            return self._known.get(key, Known())
+
+    def reject(self, key: Key, params: frozenset[str]) -> Known:
+        """Remember that the server refused these parameters."""
+        changes: dict[str, Any] = {}
+        if "response_format" in params:
+            changes["response_format"] = "rejected"
+        if params & {"logprobs", "top_logprobs"}:
+            changes["logprobs"] = "rejected"
+        with self._lock:
+            known = self._known.get(key, Known())
+            known = replace(known, rejected=known.rejected | params, **changes)
+            self._known[key] = known
+            return known
+
+    def learn(self, key: Key, **facts: str) -> None:
+        """Record ``response_format=...`` or ``logprobs=...``; a refusal is never overwritten."""
+        with self._lock:
+            known = self._known.get(key, Known())
+            kept = {name: value for name, value in facts.items() if getattr(known, name) != "rejected"}
+            self._known[key] = replace(known, **kept)
+
+    def claim_probe(self, key: Key) -> bool:
+        """True exactly once per key: the caller runs the one structured-output probe."""
+        with self._lock:
+            known = self._known.get(key, Known())
+            if known.probed or known.response_format is not None:
+                return False
+            self._known[key] = replace(known, probed=True)
+            return True
+
+    def release_probe(self, key: Key) -> None:
+        """The probe failed for a transient reason: let a later call run it."""
+        with self._lock:
+            known = self._known.get(key, Known())
+            self._known[key] = replace(known, probed=False)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+
+SHARED = Capabilities()

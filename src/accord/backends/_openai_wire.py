@@ -1,0 +1,245 @@
+"""What goes over the wire to an OpenAI-compatible server, and what comes back. No I/O.
+
+:func:`chat_params` turns a :class:`~accord.Request` into the keyword arguments of
+``chat.completions.create``, sending each server only the parameters it is known to honour;
+:func:`parse` turns the server's answer into a :class:`~accord.Completion`;
+:func:`rejected_params` reads a 400/422 that refuses a parameter.
+
+Greedy means greedy over HTTP too: ``temperature`` is always sent (0 by default) and ``top_p`` /
+``top_k`` only when the user asked for them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .._prompt import build_input
+from .._request import Completion, Message, Request, Usage
+from .._schema import Schema
+from ._openai_caps import Known
+from ._openai_errors import Malformed
+
+#: Parameters a server may refuse, which accord then stops sending (``max_tokens`` is renamed).
+DROPPABLE = ("temperature", "seed", "response_format", "logprobs", "top_logprobs", "top_p", "top_k", "max_tokens")
+#: A logprob gap above this is recorded as this (a second choice at -inf is not JSON).
+MAX_GAP = 1e4
+
+_REFUSAL = re.compile(
+    r"unsupported|not supported|does not support|unexpected|unrecognized|unknown|not allowed|not permitted"
+    r"|extra (?:fields|inputs)|invalid (?:parameter|field)|only the default",
+    re.I,
+)
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The backend's own settings that shape every request."""
+
+    model: str
+    max_tokens: int
+    logprobs: bool
+    top_logprobs: int
+
+
+def response_format(schema: Schema[Any]) -> dict[str, Any] | None:
+    """The ``json_schema`` response format for an object-rooted schema, else None.
+
+    ``strict`` is set when the schema allows it (every object closed and every property
+    required, as OpenAI's strict mode demands); objects without ``additionalProperties`` are
+    closed first, which only forbids keys validation would ignore.
+    """
+    root = schema.json_schema
+    if not isinstance(root, dict) or not (root.get("type") == "object" or "properties" in root):
+        return None
+    closed = copy.deepcopy(root)
+    strict = _close(closed)
+    name = _SCHEMA_NAME.sub("_", schema.name)[:64] or "answer"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": closed, "strict": strict}}
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def _close(node: Any) -> bool:
+    """Close every object in place; return whether the whole schema is strict-compatible."""
+    if not isinstance(node, dict):
+        return True
+    strict = True
+    if node.get("type") == "object" or isinstance(node.get("properties"), dict):
+        node.setdefault("additionalProperties", False)
+        strict = node["additionalProperties"] is False and set(node.get("required", ())) >= set(node.get("properties", {}))
+    children: list[Any] = []
+    for key in _SCHEMA_MAPS:
+        if isinstance(node.get(key), dict):
+            children += node[key].values()
+    for key in _SCHEMA_LISTS:
+        if isinstance(node.get(key), list):
+            children += node[key]
+    for key in _SCHEMA_ONE:
+        value = node.get(key)
+        children += value if isinstance(value, list) else [value]
+    return all([_close(child) for child in children]) and strict
+
+
+def chat_params(request: Request, options: Options, known: Known, *, structured: bool, hint: bool) -> dict[str, Any]:
+    """The keyword arguments of ``chat.completions.create`` for one request.
+
+    ``structured``: send ``response_format``. ``hint``: add the schema's rendering to the prompt
+    (the core left it out because this backend said it constrains, but this request cannot be).
+    """
+    settings = request.settings
+    messages = _with_hint(request) if hint else request.messages
+    params: dict[str, Any] = {"model": options.model, "messages": messages}
+    extra: dict[str, Any] = {}
+    max_tokens = settings.max_tokens or options.max_tokens
+    if known.accepts("max_tokens"):
+        params["max_tokens"] = max_tokens
+    elif known.accepts("max_completion_tokens"):
+        params["max_completion_tokens"] = max_tokens
+    if known.accepts("temperature"):
+        params["temperature"] = settings.temperature
+    if settings.seed is not None and known.accepts("seed"):
+        params["seed"] = settings.seed
+    if settings.top_p is not None and known.accepts("top_p"):
+        params["top_p"] = settings.top_p
+    if settings.top_k is not None and known.accepts("top_k"):
+        extra["top_k"] = settings.top_k  # not in OpenAI's API; vLLM, SGLang and llama.cpp read it
+    if settings.stop:
+        params["stop"] = list(settings.stop)
+    if structured:
+        fmt = response_format(request.schema)
+        if fmt is not None:
+            params["response_format"] = fmt
+    if options.logprobs and known.logprobs not in ("rejected", "ignored"):
+        params["logprobs"] = True
+        params["top_logprobs"] = options.top_logprobs
+    if extra:
+        params["extra_body"] = extra
+    return params
+
+
+def wire_names(params: Mapping[str, Any]) -> set[str]:
+    """The top-level field names the server receives."""
+    return (set(params) - {"extra_body"}) | set(params.get("extra_body") or {})
+
+
+def has_hint(request: Request) -> bool:
+    """Whether the core put the schema's rendering in this request's input."""
+    bare = build_input(request.prompt, request.schema, hint=False, feedback=request.feedback)
+    return request.input != bare
+
+
+def _with_hint(request: Request) -> list[Message]:
+    hinted = build_input(request.input, request.schema, hint=True, feedback=None)
+    return [{"role": "user", "content": hinted}] if isinstance(hinted, str) else list(hinted)
+
+
+def rejected_params(exc: BaseException, sent: Mapping[str, Any]) -> frozenset[str]:
+    """The parameters a 400/422 answer refuses, among those sent and droppable; empty if none."""
+    if getattr(exc, "status_code", None) not in (400, 422):
+        return frozenset()
+    candidates = [name for name in DROPPABLE if name in wire_names(sent)]
+    param, code = getattr(exc, "param", None), getattr(exc, "code", None)
+    text = f"{getattr(exc, 'message', '')} {json.dumps(getattr(exc, 'body', None), default=str)}"
+    if param in candidates and (code in ("unsupported_parameter", "unsupported_value") or _REFUSAL.search(text)):
+        return frozenset({param})
+    if not _REFUSAL.search(text):
+        return frozenset()
+    return frozenset(name for name in candidates if re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text))
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One usable chat completion."""
+
+    completion: Completion
+    logprobs_seen: bool
+    json_object: bool | None  # whether the whole text is one JSON object (None: cannot tell)
+
+
+def parse(response: Any) -> Parsed:
+    """Turn the client's answer into a Completion; raise :class:`Malformed` when unusable."""
+    choices = getattr(response, "choices", None)
+    if not hasattr(response, "choices"):
+        raise Malformed(f"expected a chat completion, got {_excerpt(response)}")
+    if not choices:
+        raise Malformed("the completion has no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise Malformed("the first choice has no message")
+    text = _text(getattr(message, "content", None))
+    finish = getattr(choice, "finish_reason", None)
+    usage = getattr(response, "usage", None)
+    margins, score = margins_of(getattr(choice, "logprobs", None))
+    meta: dict[str, Any] = {"system_fingerprint": getattr(response, "system_fingerprint", None)}
+    if getattr(response, "model", None):
+        meta["model"] = response.model
+    refusal = getattr(message, "refusal", None)
+    if refusal:
+        meta["refusal"] = str(refusal)[:500]
+    completion = Completion(
+        text=text,
+        finish_reason=finish,
+        usage=Usage(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), 0.0, 1),
+        margins=margins,
+        score=score,
+        meta=meta,
+    )
+    return Parsed(completion, margins is not None or score is not None, _is_json_object(text, finish))
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(str(p.get("text", "")) if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
+    return str(content)
+
+
+def margins_of(logprobs: Any) -> tuple[tuple[float, ...] | None, float | None]:
+    """Per-token gap between the best and second-best log-probability, and the mean logprob.
+
+    The gap between two log-probabilities equals the gap between their logits. Margins are None
+    when any token comes with fewer than two alternatives (the gate then stands aside).
+    """
+    content = getattr(logprobs, "content", None)
+    if not content:
+        return None, None
+    chosen: list[float] = []
+    gaps: list[float] | None = []
+    for token in content:
+        chosen.append(float(getattr(token, "logprob", 0.0)))
+        tops = sorted((float(t.logprob) for t in getattr(token, "top_logprobs", None) or ()), reverse=True)
+        if gaps is not None and len(tops) >= 2 and math.isfinite(tops[0]):
+            gap = tops[0] - tops[1]
+            gaps.append(min(gap, MAX_GAP) if not math.isnan(gap) else MAX_GAP)
+        else:
+            gaps = None
+    finite = [c for c in chosen if math.isfinite(c)]
+    score = sum(finite) / len(finite) if finite else None
+    return (tuple(gaps) if gaps else None), score
+
+
+def _is_json_object(text: str, finish: str | None) -> bool | None:
+    if finish != "stop" or not text.strip():
+        return None
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _excerpt(value: Any) -> str:
+    text = " ".join(str(value)[:120].split())
+    return f"{type(value).__name__} {text!r}"
