@@ -361,3 +361,33 @@ def test_missing_fields_feedback_names_the_field_without_the_parent():
     model = models.scripted(['{"stars": 4}', GOOD])
     Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
     assert "- sentiment: Field required\n" in model.requests[1].input
+
+
+def test_retry_after_is_capped_by_max_wait():
+    model = models.scripted([accord.BackendError("429", retryable=True, status=429, retry_after=3600), GOOD])
+    start = time.perf_counter()
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), retry=Retry(wait=lambda s: 0.0, max_wait=0.1)).run("q")
+    assert result.value.stars == 4 and time.perf_counter() - start < 2
+
+
+def test_requests_carry_the_time_the_budget_has_left():
+    model = models.scripted([GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1), budget=Budget(max_seconds=30)).run("q")
+    assert 29 < model.requests[0].deadline <= 30
+    model = models.scripted([GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
+    assert model.requests[0].deadline is None
+
+
+def test_the_gate_waits_for_slot_0_only_when_it_can_certify_it():
+    class Margined(accord.models.ScriptedBackend):
+        gives_margins = True
+
+    texts = [Completion(GOOD, margins=(5.0, 0.1))] * 5
+    no_floor = Stabilizer(Margined(texts), schema=Review, vote=Vote(k=5, gate=accord.MarginGate()))
+    assert no_floor.run("q").calls == 3  # no floor: plain voting, quorum started at once
+    certified = Stabilizer(Margined([Completion(GOOD, margins=(5.0, 2.0))]), schema=Review,
+                           vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert certified.calls == 1 and certified.stopped_because == "gate" and certified.fragile_steps == 0
+    fragile = Stabilizer(Margined(texts), schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert fragile.calls == 3 and fragile.ballots[0].fragile_steps == 1 and fragile.stopped_because == "unanimous"

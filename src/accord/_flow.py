@@ -107,8 +107,13 @@ class _Run:
         self.vote = policy.vote
         self.quorum = self.vote.needed
         self.gate: MarginGate | None = self.vote.gate
-        self.gating = self.gate is not None and bool(getattr(backend, "gives_margins", False))
-        self.hint = policy.hint and not getattr(backend, "constrains", False)
+        # The gate runs slot 0 alone only when it can certify it: margins and a known floor.
+        self.gating = (
+            self.gate is not None and bool(getattr(backend, "gives_margins", False)) and self.gate.floor_for(backend) is not None
+        )
+        constrains_for = getattr(backend, "constrains_for", None)
+        constrains = constrains_for(schema) if callable(constrains_for) else getattr(backend, "constrains", False)
+        self.hint = policy.hint and not constrains
         self.shape = shape_of(schema)
         self.t0 = clock()
         self.slots: list[_Slot] = []
@@ -196,7 +201,9 @@ class _Run:
 
     def call(self, slot: _Slot, request: Request, delay: float = 0.0) -> None:
         slot.calls += 1
-        slot.request = replace(request, ballot=slot.index, attempt=slot.calls)
+        budget = self.policy.budget.max_seconds
+        left = None if budget is None else max(0.0, self.t0 + budget - self.clock() - delay)
+        slot.request = replace(request, ballot=slot.index, attempt=slot.calls, deadline=left)
         self.next_id += 1
         call = Call(self.next_id, slot.index, slot.request)
         if delay > 0:

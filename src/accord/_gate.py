@@ -33,11 +33,16 @@ class MarginGate:
         if self.floor is not None and (isinstance(self.floor, bool) or not self.floor >= 0):
             raise ConfigError(f"MarginGate(floor=...) must be >= 0 or None, got {self.floor!r}")
 
+    def floor_for(self, backend: Any) -> float | None:
+        """This gate's floor, else the backend's measured ``noise_floor`` (None when unknown)."""
+        if self.floor is not None or backend is None:
+            return self.floor
+        floor = getattr(backend, "noise_floor", None)
+        floor = floor() if callable(floor) else floor
+        return None if floor is None else float(floor)
+
     def check(self, margins: tuple[float, ...] | None, backend: Any = None) -> Margins:
-        floor = self.floor
-        if floor is None and backend is not None:
-            floor = getattr(backend, "noise_floor", None)
-            floor = floor() if callable(floor) else floor
+        floor = self.floor_for(backend)
         if not margins:
             return Margins(None, None, floor, None)
         low = min(margins)

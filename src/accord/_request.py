@@ -86,6 +86,7 @@ class Request:
     attempt: int = 1
     feedback: Feedback | None = None
     perturbation: Any = None
+    deadline: float | None = None  # seconds the run's budget has left when the call starts
 
     @property
     def messages(self) -> list[Message]:

@@ -32,6 +32,7 @@ class Retry:
     jitter by default) or the server's Retry-After, whichever is longer. A truncated output
     (``finish_reason="length"``) is retried with ``max_tokens`` times ``grow_max_tokens``.
     ``stop`` / ``transport_stop`` override the attempt counts with any tenacity stop.
+    ``max_wait`` caps any single wait, a server's Retry-After included (seconds).
     """
 
     attempts: int = 3
@@ -40,6 +41,7 @@ class Retry:
     grow_max_tokens: float = 2.0
     stop: Any = None
     transport_stop: Any = None
+    max_wait: float = 60.0
 
     def __post_init__(self) -> None:
         for name in ("attempts", "transport_attempts"):
@@ -48,6 +50,8 @@ class Retry:
                 raise ConfigError(f"Retry({name}=...) must be a positive int, got {value!r}")
         if self.grow_max_tokens < 1:
             raise ConfigError("Retry(grow_max_tokens=...) must be >= 1")
+        if not self.max_wait >= 0:
+            raise ConfigError("Retry(max_wait=...) must be >= 0 seconds")
 
     def again(self, attempt: int, seconds: float) -> bool:
         """May a ballot that made ``attempt`` calls with invalid output try once more?"""
@@ -61,7 +65,7 @@ class Retry:
     def backoff(self, faults: int, retry_after: float | None = None) -> float:
         """Seconds to wait before the next try after ``faults`` transient faults."""
         wait = float(self.wait(_State(faults)))
-        return max(wait, retry_after or 0.0)
+        return min(max(wait, retry_after or 0.0), self.max_wait)
 
 
 @dataclass(frozen=True)

@@ -65,12 +65,30 @@ _PROBE_FORMAT = {"type": "json_schema", "json_schema": {"name": "accord_probe", 
 class _Chat:
     server: Server
     params: dict[str, Any]
+    timeout: float | None = None  # the run's time left: an abandoned call does not outlive its budget
+
+    def options(self, client: Any) -> dict[str, Any]:
+        if self.timeout is None:
+            return self.params
+        return {**self.params, "timeout": _capped(getattr(client, "timeout", None), self.timeout)}
 
     def call(self, client: Any) -> Any:
-        return client.chat.completions.create(**self.params)
+        return client.chat.completions.create(**self.options(client))
 
     async def acall(self, client: Any) -> Any:
-        return await client.chat.completions.create(**self.params)
+        return await client.chat.completions.create(**self.options(client))
+
+
+def _capped(timeout: Any, left: float) -> Any:
+    """The client's timeout, no part of it longer than the time the run has left."""
+    if isinstance(timeout, (int, float)):
+        return min(float(timeout), left)
+    parts = ("connect", "read", "write", "pool")
+    if timeout is not None and all(hasattr(timeout, p) for p in parts):
+        import httpx
+
+        return httpx.Timeout(**{p: left if getattr(timeout, p) is None else min(getattr(timeout, p), left) for p in parts})
+    return left
 
 
 @dataclass(frozen=True)
@@ -247,7 +265,7 @@ class OpenAIBackend(Backend):
             hint = not structured and claimed and not wire.has_hint(request)
             return wire.chat_params(request, options, known, structured=structured, hint=hint)
 
-        response, params = yield from self._ask(server, key, build)
+        response, params = yield from self._ask(server, key, build, request.deadline)
         try:
             parsed = wire.parse(response)
         except Exception as exc:  # Malformed, or an attribute the server left out
@@ -264,13 +282,15 @@ class OpenAIBackend(Backend):
         completion = parsed.completion
         return replace(completion, usage=completion.usage + extra_usage, meta=meta)
 
-    def _ask(self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None]) -> Generator[_Op, Any, tuple[Any, dict[str, Any]]]:
+    def _ask(
+        self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None
+    ) -> Generator[_Op, Any, tuple[Any, dict[str, Any]]]:
         """Send one chat completion; drop parameters the server refuses and send again."""
         for _ in range(len(wire.DROPPABLE) + 1):
             params = build(self.capabilities.get(key))
             if params is None:
                 break
-            reply = yield _Chat(server, params)
+            reply = yield _Chat(server, params, None if deadline is None else max(deadline, 0.05))
             if not isinstance(reply, BaseException):
                 return reply, params
             refused = wire.rejected_params(reply, params)
