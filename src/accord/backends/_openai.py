@@ -177,6 +177,11 @@ class OpenAIBackend(Backend):
             return self.structured == "on"
         return all(known is not None and known.response_format == "honoured" for known in self._known_all())
 
+    def constrains_for(self, schema: Any) -> bool:
+        """Whether this schema's shape is enforced by the server (``response_format`` carries
+        only object-rooted schemas): when False the core puts the schema in the prompt."""
+        return self.constrains and wire.response_format(schema) is not None
+
     @property
     def gives_margins(self) -> bool:
         """True when logprobs are asked for, no server is known to drop them, and a floor is set."""
