@@ -21,6 +21,7 @@ from ._canonical import Unordered
 from ._gate import MarginGate
 from ._ledger import Ledger
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
+from ._perturb import Perturb, Perturbation
 from ._request import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
@@ -59,6 +60,8 @@ __all__ = [
     "NoConsensus",
     "Normalize",
     "OutputError",
+    "Perturb",
+    "Perturbation",
     "Regex",
     "Request",
     "Result",

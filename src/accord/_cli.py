@@ -27,6 +27,26 @@ def demo(scripted: bool = typer.Option(False, "--scripted", help="Run on a scrip
 
 
 @app.command()
+def calibrate(
+    dtype: list[str] = typer.Option(["float32", "bfloat16"], "--dtype", help="Deployment dtypes to measure."),
+    out: str = typer.Option("", "--out", help="Where to write the floors (default: the file shipped with accord)."),
+) -> None:
+    """Measure the embedded model's noise floors (what the margin gate compares margins with)."""
+    from pathlib import Path
+
+    from . import models
+    from ._calibrate import SHIPPED, calibrate as run
+
+    backends = [models.local(dtype=d) for d in dtype]
+    table = run(backends, Path(out) if out else SHIPPED)
+    for backend in backends:
+        entry = table["models"][backend.fingerprint][backend.dtype]
+        floors = ", ".join(f"{k} {v:.3g}" for k, v in entry["floors"].items())
+        typer.echo(f"{backend.fingerprint} {backend.dtype}: {floors} ({entry['seconds']} s)")
+    typer.echo(f"written to {Path(out) if out else SHIPPED}")
+
+
+@app.command()
 def version() -> None:
     """Print accord's version."""
     from . import __version__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -53,7 +54,7 @@ class Ballot:
             "usage": self.usage.to_dict(),
             "started": round(self.started, 6),
             "seconds": round(self.seconds, 6),
-            "min_margin": self.min_margin,
+            "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
             "meta": _jsonable(self.meta),
         }
@@ -118,7 +119,7 @@ class Result(Generic[T]):
             "key": self.key,
             "error": None if self.error is None else {"type": type(self.error).__name__, "message": str(self.error)},
             "field_agreement": self.field_agreement,
-            "min_margin": self.min_margin,
+            "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
             "replayed": self.replayed,
             "meta": _jsonable(self.meta),
@@ -136,9 +137,16 @@ class Result(Generic[T]):
         )
 
 
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: a margin where the grammar forced every token is written as null."""
+    return value if value is None or math.isfinite(value) else None
+
+
 def _jsonable(data: Any) -> Any:
-    """A JSON-safe copy (tuples to lists, unknown objects to their repr)."""
-    if data is None or isinstance(data, (str, int, float, bool)):
+    """A JSON-safe copy (tuples to lists, non-finite floats to null, unknown objects to their repr)."""
+    if isinstance(data, float):
+        return _finite(data)
+    if data is None or isinstance(data, (str, int, bool)):
         return data
     if isinstance(data, dict):
         return {str(k): _jsonable(v) for k, v in data.items()}

@@ -13,6 +13,7 @@ from ._drive import adrive, drive
 from ._errors import AccordError, ConfigError
 from ._flow import Policy, decide
 from ._gate import MarginGate
+from ._perturb import Perturb
 from ._request import Prompt, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
@@ -38,6 +39,8 @@ class Stabilizer(Generic[T]):
     every free-text field before validation. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
     backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
+    ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
+    can apply them; ``accord.Perturb(())`` for none).
     """
 
     @overload
@@ -91,7 +94,8 @@ class Stabilizer(Generic[T]):
             normalizers=tuple(normalize),
             plurality=on_no_consensus == "plurality",
             on_ballot=on_ballot,
-            perturb=perturb,
+            # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
+            perturb=perturb if perturb is not None else (Perturb() if getattr(self.model, "perturbable", False) else None),
         )
         for fn in self.policy.normalizers:
             if not callable(fn):

@@ -1,0 +1,157 @@
+"""Noise floors: how far each perturbation moves the logits a local model decides by.
+
+For a few calibration prompts, the model's greedy continuation is scored token by token (teacher
+forcing) unperturbed and under each perturbation. At each position the change that matters for
+an argmax flip is the change of the gap between the leader and a close competitor:
+
+    delta(t) = max over v in the top 10 at t of |(l_a - l_v) - (l'_a - l'_v)|,  a = argmax l
+
+The noise floor of a perturbation (for the deployment's dtype) is the largest delta seen. A
+decoding step whose margin is below the floor can flip under that noise: it is *fragile*.
+
+    accord calibrate                      # regenerates the shipped floors of the embedded model
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ._perturb import KINDS, Perturbation
+
+log = logging.getLogger("accord")
+
+SHIPPED = Path(__file__).parent / "data" / "noise_floors.json"
+STEPS = 24
+TOP = 10
+PROMPTS = (
+    "Classify the sentiment of this text as positive, negative or neutral.\nText: The service was slow but the food was good.",
+    "Answer yes or no. Is the Atlantic Ocean larger than the Indian Ocean?",
+    "Answer with a number. How many minutes are in two hours?",
+    "Extract the person's name, age and home city as JSON.\nText: Lena Berg is 44 and lives in Oslo, Norway.",
+    "The workshop is on 9 October 2023. On what date is the workshop? Answer in ISO 8601.",
+    "Give one word that describes the sea.",
+    "What is the capital of Australia?",
+    "Reply with JSON: {\"color\": ...} naming the color of the sky on a clear day.",
+)
+
+
+def measure(backend: Any, kinds: Sequence[str] = KINDS, prompts: Sequence[str] = PROMPTS, steps: int = STEPS) -> dict[str, float]:
+    """``{perturbation kind: floor}`` for this backend's model and dtype (largest delta seen)."""
+    import torch
+
+    from .backends._perturbed import perturbed
+
+    floors = {kind: 0.0 for kind in kinds}
+    model = backend.model
+    with torch.inference_mode():
+        for prompt in prompts:
+            inputs = backend.encode(prompt)
+            start = int(inputs["input_ids"].shape[1])
+            config = copy_config(backend, steps)
+            sequence = model.generate(**inputs, generation_config=config)
+            full = {"input_ids": sequence, "attention_mask": torch.ones_like(sequence)}
+            end = int(sequence.shape[1])
+            if end <= start:
+                continue
+            reference = model(**full).logits[0, start - 1 : end - 1].float()
+            for kind in kinds:
+                with perturbed(backend, Perturbation(kind), full) as prepared:
+                    logits = prepared.model(**prepared.inputs).logits[0].float()
+                    shift = prepared.width - end  # left padding added for batch neighbours
+                    moved = logits[shift + start - 1 : shift + end - 1]
+                floors[kind] = max(floors[kind], gap_change(reference, moved))
+    return floors
+
+
+def gap_change(reference: Any, moved: Any) -> float:
+    """max over positions and close competitors of the change in the gap to the leader."""
+    import torch
+
+    top = torch.topk(reference, min(TOP, reference.shape[-1]), dim=-1).indices
+    leader = top[:, :1]
+    ref_gap = reference.gather(1, leader) - reference.gather(1, top)
+    new_gap = moved.gather(1, leader) - moved.gather(1, top)
+    return float((ref_gap - new_gap).abs().max()) if ref_gap.numel() else 0.0
+
+
+def copy_config(backend: Any, steps: int) -> Any:
+    import copy
+
+    config = copy.deepcopy(backend._base_config)
+    config.max_new_tokens = steps
+    config.do_sample = False
+    return config
+
+
+def shipped(fingerprint: str, dtype: str) -> dict[str, float] | None:
+    """The floors shipped with accord for this model fingerprint and dtype, if any."""
+    try:
+        table = json.loads(SHIPPED.read_text())
+    except (OSError, ValueError):
+        return None
+    entry = table.get("models", {}).get(fingerprint, {}).get(dtype)
+    return {k: float(v) for k, v in entry["floors"].items()} if entry else None
+
+
+def calibrate(backends: Sequence[Any], out: Path = SHIPPED) -> dict[str, Any]:
+    """Measure every backend's floors and write them to ``out`` (merged by fingerprint and dtype)."""
+    try:
+        table = json.loads(out.read_text())
+    except (OSError, ValueError):
+        table = {}
+    table.setdefault("models", {})
+    table["how"] = "accord calibrate: " + __doc__.split("\n\n")[1].replace("\n", " ")
+    for backend in backends:
+        start = time.perf_counter()
+        floors = measure(backend)
+        table["models"].setdefault(backend.fingerprint, {})[backend.dtype] = {
+            "floors": {k: round(v, 6) for k, v in floors.items()},
+            "prompts": len(PROMPTS),
+            "steps": STEPS,
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+    return table
+
+
+FIRST_USE_PROMPTS = 3
+
+
+def noise_floors(backend: Any) -> dict[str, float]:
+    """The floors for this backend: shipped, else cached from an earlier measure, else measured now."""
+    fingerprint, dtype = backend.fingerprint, backend.dtype
+    found = shipped(fingerprint, dtype)
+    if found is not None:
+        return found
+    cache = _cache_file(fingerprint, dtype)
+    try:
+        return {k: float(v) for k, v in json.loads(cache.read_text())["floors"].items()}
+    except (OSError, ValueError, KeyError):
+        pass
+    start = time.perf_counter()
+    floors = measure(backend, prompts=PROMPTS[:FIRST_USE_PROMPTS])
+    log.info("accord: measured the noise floors of %s (%s) in %.1f s: %s", fingerprint, dtype, time.perf_counter() - start, floors)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "dtype": dtype, "floors": floors}))
+        os.replace(tmp, cache)
+    except OSError as exc:
+        log.warning("accord: cannot cache the noise floors (%s)", exc)
+    return floors
+
+
+def _cache_file(fingerprint: str, dtype: str) -> Path:
+    import hashlib
+
+    import platformdirs
+
+    root = Path(os.environ.get("ACCORD_CACHE_DIR") or platformdirs.user_cache_dir("accord"))
+    name = hashlib.sha256(f"{fingerprint}|{dtype}".encode()).hexdigest()[:24]
+    return root / "noise_floors" / f"{name}.json"

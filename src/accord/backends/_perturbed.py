@@ -1,0 +1,99 @@
+"""One local generate call under a perturbation (see ``accord._perturb``).
+
+``perturbed(backend, perturbation, inputs)`` yields the model and inputs to generate with, and
+restores everything on exit:
+
+    precision   a twin of the model in the other precision (float32 <-> bfloat16), made once
+    attention   the other attention implementation (sdpa <-> eager) for this call
+    threads     another intra-op thread count for this call
+    batch       the prompt left-padded into a batch with long neighbour prompts (row 0 is ours)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .._perturb import Perturbation
+
+NEIGHBOUR = (
+    "Write a detailed travel guide for a week in the mountains: where to stay, which trails to walk "
+    "on each day, what to pack for rain and for sun, how to read a trail map, and which local dishes "
+    "to try in the villages along the way. Include a short packing list at the end."
+)
+_TWINS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What to call ``generate`` with: ``inputs[... , width:]`` of row 0 are the new tokens."""
+
+    model: Any
+    inputs: dict[str, Any]
+    width: int
+
+
+def other_precision(dtype: Any) -> Any:
+    import torch
+
+    return torch.bfloat16 if dtype == torch.float32 else torch.float32
+
+
+def twin(backend: Any, dtype: Any) -> Any:
+    """The backend's model in another dtype, made once and kept (``backend._twins``)."""
+    with _TWINS_LOCK:
+        twins = backend.__dict__.setdefault("_twins", {})
+        if dtype not in twins:
+            twins[dtype] = copy.deepcopy(backend.model).to(dtype).eval()
+        return twins[dtype]
+
+
+def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dict[str, Any]:
+    """The prompt as row 0 of a left-padded batch with ``count`` long neighbour prompts."""
+    import torch
+
+    neighbour = backend.encode(NEIGHBOUR)["input_ids"][0].to(inputs["input_ids"].device)
+    rows = [inputs["input_ids"][0]] + [neighbour] * count
+    width = max(len(r) for r in rows)
+    pad = backend._base_config.pad_token_id
+    pad = pad if pad is not None else 0
+    ids = torch.full((len(rows), width), pad, dtype=rows[0].dtype, device=rows[0].device)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=rows[0].device)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = row
+        mask[i, width - len(row):] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+@contextlib.contextmanager
+def perturbed(backend: Any, perturbation: Perturbation | None, inputs: dict[str, Any]) -> Iterator[Prepared]:
+    import torch
+
+    model = backend.model
+    kind = perturbation.kind if perturbation is not None else None
+    if kind == "precision":
+        model = twin(backend, perturbation.value or other_precision(model.dtype))  # type: ignore[union-attr]
+    if kind == "batch":
+        inputs = with_neighbours(backend, inputs, int(perturbation.value or 1))  # type: ignore[union-attr]
+    width = int(inputs["input_ids"].shape[1])
+    if kind == "attention":
+        current = model.config._attn_implementation
+        other = perturbation.value or ("eager" if current != "eager" else "sdpa")  # type: ignore[union-attr]
+        model.set_attn_implementation(other)
+        try:
+            yield Prepared(model, inputs, width)
+        finally:
+            model.set_attn_implementation(current)
+        return
+    if kind == "threads":
+        current = torch.get_num_threads()
+        torch.set_num_threads(int(perturbation.value or (current // 2 if current > 1 else 2)))  # type: ignore[union-attr]
+        try:
+            yield Prepared(model, inputs, width)
+        finally:
+            torch.set_num_threads(current)
+        return
+    yield Prepared(model, inputs, width)

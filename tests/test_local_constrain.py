@@ -1,0 +1,143 @@
+"""Constrained decoding without the model: strict objects, specs, the engine chain, the recorder."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+import accord
+from accord.backends._constrain import choice_regex, engine_chain, spec_of, strict
+from accord.backends._engines import apply_bitmask
+from accord.backends._transformers import GrammarDeadEnd, StepRecorder
+
+
+class Inner(BaseModel):
+    x: int
+
+
+class Outer(BaseModel):
+    inner: Inner
+    items: list[Inner]
+    maybe: Inner | None = None
+    counts: dict[str, int]
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+def closed_objects(node: object) -> list[dict]:
+    found = []
+    if isinstance(node, dict):
+        if node.get("properties"):
+            found.append(node)
+        for value in node.values():
+            found += closed_objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += closed_objects(value)
+    return found
+
+
+def test_every_object_with_properties_is_closed() -> None:
+    schema = strict(Outer.model_json_schema())
+    objects = closed_objects(schema)
+    assert len(objects) == 2  # Outer and Inner (in $defs)
+    assert all(o["additionalProperties"] is False for o in objects)
+    counts = schema["properties"]["counts"]
+    assert counts["additionalProperties"] == {"type": "integer"}  # a map stays a map
+
+
+def test_strict_leaves_open_what_says_it_is_open() -> None:
+    assert strict(Open.model_json_schema())["additionalProperties"] is True
+    assert "additionalProperties" not in strict({"type": "object"})  # free-form: no properties listed
+    both = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    assert strict(both) == both  # closing one part of a conjunction would reject the other's keys
+    alternatives = strict({"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
+    assert all(branch["additionalProperties"] is False for branch in alternatives["anyOf"])
+
+
+def test_strict_does_not_touch_the_input() -> None:
+    schema = Outer.model_json_schema()
+    before = json.dumps(schema, sort_keys=True)
+    strict(schema)
+    assert json.dumps(schema, sort_keys=True) == before
+
+
+def test_choices_allow_a_capitalized_first_letter_when_unambiguous() -> None:
+    assert choice_regex(["positive", "negative"]) == "(positive|Positive|negative|Negative)"
+    assert choice_regex(["yes", "Yes"]) == "(yes|Yes)"  # both are members: no extra forms
+    assert choice_regex([1, None, True]) == "(1|null|true)"
+    assert choice_regex(["a.b", "(x)"]) == r"(a\.b|A\.b|\(x\))"
+    pattern = choice_regex(["a+b", "c|d"])
+    assert re.fullmatch(pattern, "a+b") and re.fullmatch(pattern, "c|d") and not re.fullmatch(pattern, "aab")
+
+
+def test_spec_per_schema_kind() -> None:
+    class Color(enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    assert spec_of(accord.Schema(Literal["a", "b"])).kind == "regex"
+    assert spec_of(accord.Schema(Color)).text == "(red|Red|blue|Blue)"
+    assert spec_of(accord.Schema(bool)).text == "(yes|Yes|no|No)"
+    assert re.fullmatch(spec_of(accord.Schema(int)).text, "-42")
+    assert re.fullmatch(spec_of(accord.Schema(float)).text, "3.25e-3")
+    assert spec_of(accord.Schema(accord.Regex(r"\d+"))).text == r"\d+"
+    assert spec_of(accord.Schema(accord.Grammar('start: "x"'))).kind == "lark"
+    json_spec = spec_of(accord.Schema(Inner))
+    assert json_spec.kind == "json" and json.loads(json_spec.text)["additionalProperties"] is False
+    assert json.loads(spec_of(accord.Schema(list[int])).text) == {"items": {"type": "integer"}, "type": "array"}
+
+
+def test_engine_chain() -> None:
+    assert engine_chain(None) == ("llguidance", "xgrammar", "outlines_core")
+    assert engine_chain("outlines_core") == ("outlines_core", "llguidance", "xgrammar")
+    assert engine_chain(["xgrammar"]) == ("xgrammar",)
+    with pytest.raises(accord.ConfigError):
+        engine_chain("guidance")
+    with pytest.raises(accord.ConfigError):
+        engine_chain([])
+
+
+def test_apply_bitmask_matches_the_bits() -> None:
+    import torch
+
+    logits = torch.zeros(1, 70)
+    mask = torch.zeros(1, 3, dtype=torch.int32)
+    mask[0, 0] = 0b101  # tokens 0 and 2
+    mask[0, 2] = 1 << 5  # token 69
+    apply_bitmask(logits, mask)
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [0, 2, 69]
+    wide = torch.zeros(1, 40)
+    apply_bitmask(wide, torch.full((1, 1), -1, dtype=torch.int32))  # 32 bits for a 40-token row
+    assert torch.isfinite(wide[0]).sum().item() == 32
+
+
+def test_step_recorder_margins_and_logprobs() -> None:
+    import torch
+
+    recorder = StepRecorder(sampling=False)
+    recorder(torch.tensor([[0]]), torch.tensor([[1.0, 3.0, 2.5, -math.inf]]))
+    recorder(torch.tensor([[0, 1]]), torch.tensor([[-math.inf, 4.0, -math.inf, -math.inf]]))
+    assert recorder.margins == (0.5, math.inf)
+    assert recorder.logprobs[1] == 0.0 and -1.0 < recorder.logprobs[0] < 0.0
+    with pytest.raises(GrammarDeadEnd):
+        recorder(torch.tensor([[0, 1, 1]]), torch.full((1, 4), -math.inf))
+
+
+def test_step_recorder_reads_sampled_tokens_one_step_late() -> None:
+    import torch
+
+    recorder = StepRecorder(sampling=True)
+    recorder(torch.tensor([[0]]), torch.tensor([[0.0, 0.0]]))
+    recorder(torch.tensor([[0, 1]]), torch.tensor([[0.0, -math.inf]]))
+    recorder.finish(0)
+    assert recorder.logprobs == pytest.approx([math.log(0.5), 0.0])

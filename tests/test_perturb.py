@@ -1,0 +1,76 @@
+"""Perturbation ensembles and the margin gate on the real embedded model."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import pytest
+
+import accord
+from accord import MarginGate, Perturb, Perturbation, Stabilizer, Vote
+from accord._calibrate import gap_change, measure
+
+pytestmark = pytest.mark.model
+
+PROMPT = "Classify the sentiment of this text as positive, negative or neutral.\nText: The food was cold and the waiter was rude."
+
+
+def test_the_default_perturbations_really_change_the_logits(local_model):
+    floors = measure(local_model, prompts=[PROMPT], steps=8)
+    assert set(floors) == {"precision", "batch", "attention", "threads"}
+    # bfloat16 compute moves the logits most; a batch neighbour and eager attention move them a
+    # little (a different reduction order). Threads may not move them on every CPU: reported, not assumed.
+    assert floors["precision"] > 0.01
+    assert floors["batch"] > 0 and floors["attention"] > 0
+
+
+def test_gap_change_measures_the_leader_gap():
+    import torch
+
+    ref = torch.tensor([[3.0, 1.0, 0.0]])
+    assert gap_change(ref, ref) == 0.0
+    assert gap_change(ref, torch.tensor([[3.0, 1.5, 0.0]])) == pytest.approx(0.5)
+
+
+def test_each_ballot_records_its_perturbation(local_model):
+    stab = Stabilizer(local_model, Literal["positive", "negative", "neutral"], vote=Vote(k=3, early_stop=False))
+    result = stab.run(PROMPT)
+    assert {b.slot: b.meta.get("perturbation") for b in result.ballots} == {0: None, 1: "precision", 2: "batch"}
+    assert result.environment["perturbations"] == ["batch", "precision"]
+    assert result.environment["dtype"] == "float32" and result.environment["model"] == "SmolLM2-135M-Instruct"
+
+
+def test_a_batch_neighbour_keeps_our_row_whole(local_model):
+    plain = local_model.unconstrained(PROMPT, accord.Settings(max_tokens=12))
+    batched = local_model.unconstrained(PROMPT, accord.Settings(max_tokens=12), Perturbation("batch"))
+    assert batched.meta["perturbation"] == "batch"
+    assert len(batched.margins) == batched.usage.completion_tokens
+    assert batched.text[:8] == plain.text[:8]  # the same answer, give or take the last bits
+
+
+def test_perturb_configuration():
+    assert Perturb().for_ballot(0) is None
+    assert [Perturb("batch", "precision").for_ballot(i).kind for i in (1, 2, 3)] == ["batch", "precision", "batch"]
+    assert Perturb(()).for_ballot(3) is None
+    with pytest.raises(accord.ConfigError):
+        Perturbation("cosmic rays")
+
+
+def test_the_gate_accepts_a_certified_first_ballot_after_one_call(local_model):
+    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
+                        vote=Vote(k=5, gate=MarginGate(floor=0.0))).run(PROMPT)
+    assert result.calls == 1 and result.stopped_because == "gate" and result.stable
+    assert result.fragile_steps == 0 and result.min_margin is not None
+
+
+def test_a_fragile_first_ballot_is_voted(local_model):
+    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
+                        vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
+    assert result.calls >= 3 and result.stopped_because != "gate"
+    assert result.ballots[0].fragile_steps and result.ballots[0].fragile_steps > 0
+
+
+def test_the_embedded_model_ships_its_noise_floor(local_model):
+    floor = local_model.noise_floor()
+    assert floor is not None and floor > 0
