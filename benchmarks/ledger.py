@@ -24,37 +24,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Literal
-
-from pydantic import BaseModel
+from typing import Any, Callable
 
 import accord
 
 
-class Address(BaseModel):
-    street: str
-    city: str
-    zip: str
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import ANSWER, Order  # noqa: E402 - the same nested 10-field schema and answer
 
-
-class Order(BaseModel):
-    id: int
-    customer: str
-    email: str
-    total: float
-    currency: Literal["EUR", "USD", "GBP"]
-    paid: bool
-    items: list[str]
-    address: Address
-    note: str | None = None
-    priority: int
-
-
-ANSWER = {
-    "id": 1042, "customer": "Ada Lovelace", "email": "ada@example.com", "total": 99.5, "currency": "EUR",
-    "paid": True, "items": ["book", "pen"], "address": {"street": "1 Main St", "city": "London", "zip": "N1"},
-    "note": None, "priority": 2,
-}
 K = 5
 
 
