@@ -42,11 +42,11 @@ def decide(model: Any, item: dict[str, Any], vote: accord.Vote) -> accord.Result
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 prompts (for the test suite)")
+    parser.add_argument("--quick", action="store_true", help="2 prompts (for the test suite)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
     args = parser.parse_args(argv)
     items = tasks.items()
-    limit = 3 if args.quick else args.limit
+    limit = 2 if args.quick else args.limit
     if limit:
         items = items[::max(1, len(items) // limit)][:limit]  # spread over the kinds
     start = time.perf_counter()
