@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from ._normalize import fold
 from ._schema import Schema
 
 MAX_CHARS = 1_000_000
@@ -151,7 +152,7 @@ def _choice(stripped: str, text: str, choices: tuple[Any, ...]) -> Any:
 
 
 def _fold(value: Any) -> Any:
-    return " ".join(value.split()).casefold() if isinstance(value, str) else value
+    return fold(value) if isinstance(value, str) else value
 
 
 def _number(text: str) -> int | float:

@@ -225,7 +225,9 @@ class _Run:
         usage = completion.usage
         usage = Usage(usage.prompt_tokens, usage.completion_tokens, outcome.seconds, 1)
         self.usage = self.usage + usage
-        margins = (self.gate or MarginGate()).check(completion.margins, self.backend)
+        # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
+        # model without shipped floors that would start a calibration nobody asked for).
+        margins = self.gate.check(completion.margins, self.backend) if self.gate else MarginGate().check(completion.margins)
         reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
         if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.

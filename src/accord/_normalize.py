@@ -182,7 +182,8 @@ def _text(value: str) -> str:
     return unicodedata.normalize("NFC", value).strip()
 
 
-def _fold(value: str) -> str:
+def fold(value: str) -> str:
+    """Text compared case- and whitespace-insensitively (NFC first)."""
     return " ".join(unicodedata.normalize("NFC", value).split()).casefold()
 
 
@@ -191,7 +192,7 @@ def _member(data: Any, members: list[Any]) -> Any:
     if any(data == m and type(data) is type(m) for m in members):
         return data
     if isinstance(data, str):
-        folded = [m for m in members if isinstance(m, str) and _fold(m) == _fold(data)]
+        folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
         if len(folded) == 1:
             return folded[0]
         numeric = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
@@ -219,7 +220,7 @@ def _integer(data: Any) -> Any:
 
 def _boolean(data: Any) -> Any:
     if isinstance(data, str):
-        return _BOOLS.get(_fold(data), data)
+        return _BOOLS.get(fold(data), data)
     return data
 
 

@@ -142,9 +142,7 @@ class Stabilizer(Generic[T]):
     def _remember(self, prompt: Prompt, result: Result[T], refresh: bool, pending: Any = None) -> Result[T]:
         if self.ledger is None:
             return result
-        if pending is not None:
-            return self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)  # type: ignore[no-any-return]
-        return self.ledger.remember(self, prompt, result, refresh=refresh)  # type: ignore[no-any-return]
+        return self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)  # type: ignore[no-any-return]
 
     def map(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
