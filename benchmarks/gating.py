@@ -1,13 +1,17 @@
 """Margin-gated voting against plain k=5 voting, under two deployments of the embedded model.
 
-    python benchmarks/gating.py [--quick] [--limit N]
+    python benchmarks/gating.py [--quick] [--limit N] [--cache PATH]
 
 Over the shipped task set (benchmarks/tasks.py, 62 prompts, frozen before tuning), each prompt
 is decided by k=5 voting with perturbation ensembles, with and without the margin gate, in two
-deployments: float32 weights and bfloat16 weights. Prints, per policy: mean calls per answer and
-the agreement of the final answers between the two deployments; and the share of prompts that
-are fragile (the gate found a step below the noise floor, or the perturbed ballots disagreed).
+deployments: float32 weights and bfloat16 weights. Prints, per policy: mean calls per accepted answer (and per
+prompt, failed runs included) and the agreement of the final answers between the two deployments; how the gated runs stopped
+(the gate after one call, a confirming ballot in the other precision after two, or a vote); and
+the share of prompts that are fragile (the first ballot had a step below the noise floor).
 Targets: gated calls per answer <= 1.5; agreement 100% and no lower than ungated k=5's.
+
+Generations are cached per deployment (``.bench-cache/gating.json``, see generations.py): the
+gated and ungated policies share the ballots they both ask for, and a rerun costs little.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
 import tasks  # noqa: E402
+from generations import Cache, Deployment  # noqa: E402
 
 import accord  # noqa: E402
 
@@ -29,11 +36,12 @@ POLICIES = {
     "k=5, ungated": accord.Vote(k=5),
 }
 DEPLOYMENTS = ("float32", "bfloat16")
+MAX_TOKENS = 64
 
 
 def decide(model: Any, item: dict[str, Any], vote: accord.Vote) -> accord.Result[Any]:
     schema = getattr(tasks, item["schema"].split(":")[1])
-    stab = accord.Stabilizer(model, schema, vote=vote, max_tokens=64)
+    stab = accord.Stabilizer(model, schema, vote=vote, max_tokens=MAX_TOKENS)
     try:
         return stab.run(item["prompt"])
     except accord.AccordError as error:
@@ -42,48 +50,69 @@ def decide(model: Any, item: dict[str, Any], vote: accord.Vote) -> accord.Result
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 prompts (for the test suite)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    parser.add_argument("--quick", action="store_true", help="3 prompts (for the test suite)")
+    parser.add_argument("--limit", type=int, default=None, help="only N prompts, spread over the kinds")
+    parser.add_argument("--cache", type=Path, default=HERE.parent / ".bench-cache" / "gating.json", help="the generation cache")
     args = parser.parse_args(argv)
     items = tasks.items()
-    limit = 2 if args.quick else args.limit
+    limit = 3 if args.quick else args.limit
     if limit:
-        items = items[::max(1, len(items) // limit)][:limit]  # spread over the kinds
+        items = items[:: max(1, len(items) // limit)][:limit]  # spread over the kinds
+    cache = Cache(args.cache)
     start = time.perf_counter()
     keys: dict[tuple[str, str], list[str]] = {}
     calls: dict[tuple[str, str], list[int]] = {}
-    fragile: list[bool] = []
+    accepted: dict[tuple[str, str], list[bool]] = {}
+    stops: dict[str, Counter[str]] = {dtype: Counter() for dtype in DEPLOYMENTS}
+    fragile: dict[str, list[bool]] = {dtype: [] for dtype in DEPLOYMENTS}
     for dtype in DEPLOYMENTS:
-        model = accord.models.local(dtype=dtype)
-        floor = model.noise_floor()
-        print(f"{dtype}: noise floor {floor:.3g} (max over perturbations)", flush=True)
-        for name, vote in POLICIES.items():
-            for item in items:
+        model = Deployment(dtype, {"dtype": dtype}, cache)
+        print(f"{dtype}: noise floor {model.noise_floor():.3g} (largest over the perturbations), "
+              f"float32 reference floor {model.reference_floor():.3g}", flush=True)
+        for n, item in enumerate(items, 1):
+            for name, vote in POLICIES.items():
                 result = decide(model, item, vote)
                 keys.setdefault((name, dtype), []).append(result.key if result.error is None else "<failed>")
                 calls.setdefault((name, dtype), []).append(result.calls)
-                if dtype == "float32" and name == "k=5, gated":
-                    uncertified = result.stopped_because != "gate"
-                    fragile.append(uncertified)
-            print(f"  {name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
+                accepted.setdefault((name, dtype), []).append(result.error is None)
+                if name == "k=5, gated":
+                    stops[dtype][result.stopped_because] += 1
+                    fragile[dtype].append(bool(result.ballots and result.ballots[0].fragile_steps))
+            if n % 10 == 0 or n == len(items):
+                cache.save()
+                print(f"  {dtype}: {n}/{len(items)} prompts ({time.perf_counter() - start:.0f} s)", flush=True)
     n = len(items)
-    print(f"\n{n} prompts, deployments {' and '.join(DEPLOYMENTS)}; fragile (not certified by the gate): "
-          f"{sum(fragile)}/{n} = {sum(fragile) / n:.0%}")
-    print("| policy | calls per answer (float32) | calls per answer (bfloat16) | agreement float32 vs bfloat16 |")
-    print("|---|---|---|---|")
+    print(f"\n{n} prompts, deployments {' and '.join(DEPLOYMENTS)}; generations cached: {cache.hits} reused, {cache.misses} new")
+    for dtype in DEPLOYMENTS:
+        share = sum(fragile[dtype]) / n
+        how = ", ".join(f"{reason} {count}" for reason, count in stops[dtype].most_common())
+        print(f"{dtype}: fragile first ballot {sum(fragile[dtype])}/{n} = {share:.0%}; gated runs stopped by: {how}")
+    print("\n| policy | calls per accepted answer (float32 / bfloat16) | calls per prompt, failures included | "
+          "failed (no valid answer) | agreement float32 vs bfloat16 |")
+    print("|---|---|---|---|---|")
     figures = {}
     for name in POLICIES:
         a, b = keys[(name, "float32")], keys[(name, "bfloat16")]
         agreement = sum(x == y for x, y in zip(a, b)) / n
-        per = [sum(calls[(name, d)]) / n for d in DEPLOYMENTS]
-        figures[name] = (per, agreement)
-        print(f"| {name} | {per[0]:.2f} | {per[1]:.2f} | {agreement:.0%} |")
+        per_accepted = [_mean([c for c, ok in zip(calls[(name, d)], accepted[(name, d)]) if ok]) for d in DEPLOYMENTS]
+        per_prompt = [sum(calls[(name, d)]) / n for d in DEPLOYMENTS]
+        failed = [accepted[(name, d)].count(False) for d in DEPLOYMENTS]
+        figures[name] = (per_accepted, agreement)
+        print(f"| {name} | {per_accepted[0]:.2f} / {per_accepted[1]:.2f} | {per_prompt[0]:.2f} / {per_prompt[1]:.2f} | "
+              f"{failed[0]} / {failed[1]} | {agreement:.0%} |")
+        for item, x, y in zip(items, a, b):
+            if x != y:
+                print(f"    {name}: {item['id']} differs: float32 {x} / bfloat16 {y}")
     gated, ungated = figures["k=5, gated"], figures["k=5, ungated"]
-    print(f"\ntargets: gated calls per answer <= 1.5: {'met' if max(gated[0]) <= 1.5 else 'NOT met'}; "
+    print(f"\ntargets: gated calls per accepted answer <= 1.5: {'met' if max(gated[0]) <= 1.5 else 'NOT met'}; "
           f"agreement 100%: {'met' if gated[1] == 1 else 'NOT met'}; "
           f"no lower than ungated: {'met' if gated[1] >= ungated[1] else 'NOT met'}")
     print(f"total {time.perf_counter() - start:.0f} s")
     return 0
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else float("nan")
 
 
 if __name__ == "__main__":

@@ -64,11 +64,33 @@ def test_the_gate_accepts_a_certified_first_ballot_after_one_call(local_model):
     assert result.fragile_steps == 0 and result.min_margin is not None
 
 
-def test_a_fragile_first_ballot_is_voted(local_model):
+def test_a_fragile_first_ballot_is_confirmed_in_the_other_precision(local_model):
     result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
                         vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
-    assert result.calls >= 3 and result.stopped_because != "gate"
     assert result.ballots[0].fragile_steps and result.ballots[0].fragile_steps > 0
+    assert result.ballots[1].meta["perturbation"] == "precision" and result.ballots[1].meta["dtype"] == "bfloat16"
+    assert result.stopped_because == "confirmed" and result.calls == 2 and result.value == result.ballots[0].value
+
+
+def test_a_fragile_first_ballot_is_voted_without_a_precision_ballot(local_model):
+    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"], perturb=Perturb("batch", "attention"),
+                        vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
+    assert result.calls >= 3 and result.stopped_because not in ("gate", "confirmed")
+
+
+def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model):
+    """Its precision ballot is the float32 deployment's own computation, bit for bit."""
+    bf16 = accord.models.local(dtype="bfloat16")
+    schema = Literal["positive", "negative", "neutral"]
+    ours = Stabilizer(bf16, schema, vote=Vote(k=3, early_stop=False)).run(PROMPT)
+    assert [b.meta["dtype"] for b in ours.ballots] == ["bfloat16", "float32", "float32"]
+    theirs = Stabilizer(local_model, schema, vote=Vote(k=1)).run(PROMPT)
+    assert ours.ballots[1].text == theirs.ballots[0].text
+    assert ours.ballots[1].min_margin == theirs.ballots[0].min_margin
+    own = Stabilizer(bf16, schema, vote=Vote(k=2, early_stop=False), perturb=Perturb(reference=None)).run(PROMPT)
+    assert [b.meta["dtype"] for b in own.ballots] == ["bfloat16", "float32"]  # a cast of the bf16 weights
+    with pytest.raises(accord.ConfigError):
+        Perturb(reference="float64")
 
 
 def test_the_embedded_model_ships_its_noise_floor(local_model):

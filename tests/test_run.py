@@ -391,3 +391,33 @@ def test_the_gate_waits_for_slot_0_only_when_it_can_certify_it():
     assert certified.calls == 1 and certified.stopped_because == "gate" and certified.fragile_steps == 0
     fragile = Stabilizer(Margined(texts), schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
     assert fragile.calls == 3 and fragile.ballots[0].fragile_steps == 1 and fragile.stopped_because == "unanimous"
+
+
+def test_a_fragile_slot_0_is_confirmed_by_slot_1_in_the_other_precision():
+    class Precise(accord.models.ScriptedBackend):
+        gives_margins = True
+
+        def reference_floor(self) -> float:
+            return 0.01
+
+    def ballot(margins, dtype, text=GOOD):
+        return Completion(text, margins=margins, meta={"dtype": dtype})
+
+    gate = Vote(k=5, gate=accord.MarginGate(floor=1.0))
+    perturb = accord.Perturb()  # ballot 1 runs in the other precision
+    agreed = Stabilizer(Precise([ballot((5.0, 0.1), "float32"), ballot((5.0, 0.3), "bfloat16")]),
+                        schema=Review, vote=gate, perturb=perturb).run("q")
+    assert agreed.calls == 2 and agreed.stopped_because == "confirmed" and agreed.stable
+    # The float32 ballot sits on a near tie even for the small perturbations: voted on.
+    tied = [ballot((5.0, 0.001), "float32"), ballot((5.0, 0.3), "bfloat16"), ballot((5.0, 2.0), "float32")]
+    voted = Stabilizer(Precise(tied), schema=Review, vote=gate, perturb=perturb).run("q")
+    assert voted.calls == 3 and voted.stopped_because == "unanimous"
+    # The precisions disagree: voted on.
+    other = GOOD.replace('"stars": 4', '"stars": 2')
+    split = [ballot((5.0, 0.1), "float32"), ballot((5.0, 0.3), "bfloat16", other)] + [ballot((5.0, 2.0), "float32")] * 3
+    voted = Stabilizer(Precise(split), schema=Review, vote=gate, perturb=perturb).run("q")
+    assert voted.calls == 4 and voted.value.stars == 4 and voted.stopped_because != "confirmed"
+    # No precision ballot in slot 1 (or no known reference floor): plain voting after slot 0.
+    plain = Stabilizer(Precise([ballot((5.0, 0.1), "float32")] * 5), schema=Review, vote=gate,
+                       perturb=accord.Perturb("batch")).run("q")
+    assert plain.calls == 3 and plain.stopped_because == "unanimous"

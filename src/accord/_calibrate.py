@@ -6,7 +6,9 @@ an argmax flip is the change of the gap between the leader and a close competito
 
     delta(t) = max over v in the top 10 at t of |(l_a - l_v) - (l'_a - l'_v)|,  a = argmax l
 
-The noise floor of a perturbation (for the deployment's dtype) is the largest delta seen. A
+The noise floor of a perturbation (for the deployment's dtype) is the largest delta seen:
+precision against the float32 reference (float32 deployments: against bfloat16), the other kinds
+in the deployment's own dtype. A
 decoding step whose margin is below the floor can flip under that noise: it is *fragile*.
 
     accord calibrate                      # regenerates the shipped floors of the embedded model
@@ -60,7 +62,10 @@ def measure(backend: Any, kinds: Sequence[str] = KINDS, prompts: Sequence[str] =
                 continue
             reference = model(**full).logits[0, start - 1 : end - 1].float()
             for kind in kinds:
-                with perturbed(backend, Perturbation(kind), full) as prepared:
+                # precision: against the float32 reference a perturbed ballot runs on; the other
+                # kinds in the deployment's own dtype (the noise a busy deployment itself sees).
+                around = "float32" if kind == "precision" else None
+                with perturbed(backend, Perturbation(kind, reference=around), full) as prepared:
                     logits = prepared.model(**prepared.inputs).logits[0].float()
                     shift = prepared.width - end  # left padding added for batch neighbours
                     moved = logits[shift + start - 1 : shift + end - 1]
@@ -123,17 +128,24 @@ def calibrate(backends: Sequence[Any], out: Path = SHIPPED) -> dict[str, Any]:
 FIRST_USE_PROMPTS = 3
 
 
-def noise_floors(backend: Any) -> dict[str, float]:
-    """The floors for this backend: shipped, else cached from an earlier measure, else measured now."""
-    fingerprint, dtype = backend.fingerprint, backend.dtype
+def known_floors(fingerprint: str, dtype: str) -> dict[str, float] | None:
+    """The floors shipped, else cached from an earlier measure; None when neither (no measuring)."""
     found = shipped(fingerprint, dtype)
     if found is not None:
         return found
-    cache = _cache_file(fingerprint, dtype)
     try:
-        return {k: float(v) for k, v in json.loads(cache.read_text())["floors"].items()}
+        return {k: float(v) for k, v in json.loads(_cache_file(fingerprint, dtype).read_text())["floors"].items()}
     except (OSError, ValueError, KeyError):
-        pass
+        return None
+
+
+def noise_floors(backend: Any) -> dict[str, float]:
+    """The floors for this backend: shipped, else cached from an earlier measure, else measured now."""
+    fingerprint, dtype = backend.fingerprint, backend.dtype
+    found = known_floors(fingerprint, dtype)
+    if found is not None:
+        return found
+    cache = _cache_file(fingerprint, dtype)
     start = time.perf_counter()
     floors = measure(backend, prompts=PROMPTS[:FIRST_USE_PROMPTS])
     log.info("accord: measured the noise floors of %s (%s) in %.1f s: %s", fingerprint, dtype, time.perf_counter() - start, floors)

@@ -7,8 +7,8 @@ in ``_drive`` share it, and tests can drive it by hand (the httpx auth-flow patt
 
 Per ballot slot: call, read the output (``_pipeline``), retry invalid output with feedback,
 retry transient faults with backoff, grow ``max_tokens`` after a truncation. Across slots: start
-``quorum`` slots at once (one first when a margin gate may accept it alone), then one at a time
-while undecided; stop as soon as the vote policy decides, no answer can reach the quorum, or the
+``quorum`` slots at once (one first when a margin gate may accept it alone, and then one in the
+other precision that may confirm it), then one at a time while undecided; stop as soon as the vote policy decides, no answer can reach the quorum, or the
 budget runs out.
 """
 
@@ -111,6 +111,9 @@ class _Run:
         self.gating = (
             self.gate is not None and bool(getattr(backend, "gives_margins", False)) and self.gate.floor_for(backend) is not None
         )
+        # A fragile slot 0 may be confirmed by slot 1 alone when slot 1 runs in the other precision.
+        self.confirm_floor = self._confirm_floor() if self.gating else None
+        self.confirm_key: str | None = None
         constrains_for = getattr(backend, "constrains_for", None)
         constrains = constrains_for(schema) if callable(constrains_for) else getattr(backend, "constrains", False)
         self.hint = policy.hint and not constrains
@@ -171,6 +174,14 @@ class _Run:
             waits.append(self.t0 + self.policy.budget.max_seconds - now)
         return max(0.0, min(waits)) if waits else None
 
+    def _confirm_floor(self) -> float | None:
+        """The floor the float32 ballot of a confirming pair must clear, when the pair can confirm."""
+        second = self.policy.perturb.for_ballot(1) if self.policy.perturb is not None else None
+        floor = getattr(self.backend, "reference_floor", None)
+        if second is None or second.kind != "precision" or second.value is not None or not callable(floor):
+            return None
+        return floor()
+
     # -- scheduling --------------------------------------------------------------------------
 
     def schedule(self) -> None:
@@ -180,7 +191,15 @@ class _Run:
             return
         if self.gating and opened == 1 and not self.slots[0].finished:
             return  # the gate may accept slot 0 alone: wait for it
-        target = 1 if self.gating and opened == 0 else (self.quorum if self.vote.stop_rule else k)
+        confirming = self.confirm_floor is not None
+        if confirming and opened == 2 and not self.slots[1].finished:
+            return  # slot 1, in the other precision, may confirm slot 0: wait for it
+        if self.gating and opened == 0:
+            target = 1
+        elif confirming and opened == 1:
+            target = 2
+        else:
+            target = self.quorum if self.vote.stop_rule else k
         if opened < target:
             for _ in range(target - opened):
                 self.open()
@@ -255,6 +274,19 @@ class _Run:
             self.scores.setdefault(reading.key, []).append(completion.score)
         if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
             self.gate_key = reading.key
+        if self.confirm_floor is not None and slot.index == 1 and len(self.slots) == 2:
+            self.confirm(ballot)
+
+    def confirm(self, second: Ballot) -> None:
+        """Slot 0 was fragile; slot 1 ran in the other precision. Both precisions giving one answer,
+        and the float32 ballot clearing the floor of the other perturbations, settle it."""
+        first = next((b for b in self.ballots if b.slot == 0 and b.status == "valid"), None)
+        if first is None or first.key != second.key:
+            return
+        reference = [b for b in (first, second) if b.meta.get("dtype") == "float32"]
+        floor = self.confirm_floor or 0.0
+        if reference and all(b.min_margin is not None and b.min_margin >= floor for b in reference):
+            self.confirm_key = second.key
 
     def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading) -> None:
         if not self.policy.retry.again(slot.outputs, self.clock() - self.t0):
@@ -303,6 +335,8 @@ class _Run:
         """``(stopped_because, winner key)`` once the run is over, else None."""
         if self.gate_key is not None:
             return "gate", self.gate_key
+        if self.confirm_key is not None:
+            return "confirmed", self.confirm_key
         tally = self.tally()
         decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
         if decided:

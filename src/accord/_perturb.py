@@ -9,13 +9,21 @@ the kind a serving stack varies, cycling through the set:
     attention   the other attention implementation (sdpa <-> eager)
     threads     another intra-op thread count (a different reduction split)
 
+Perturbed ballots sample the noise around one *reference* computation, the weights in float32
+as the model's files give them (``reference="float32"``, the default): in a float32 deployment
+that is the deployment itself and ``precision`` runs in bfloat16; in a bfloat16 deployment
+``precision`` runs the float32 reference and the other kinds run on it too. So two deployments
+of one model vote over the same perturbed computations, and their answers agree wherever the
+deployment's own ballot was fragile. ``reference=None`` perturbs the deployment's own dtype
+(no float32 copy in memory; ``precision`` then casts the deployed weights).
+
 These are perturbations, not deployment conditions: the deployment (its dtype, threads) is what
 the user gave the backend, and accord never changes it outside one perturbed ballot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 from ._errors import ConfigError
@@ -23,16 +31,23 @@ from ._errors import ConfigError
 KINDS = ("precision", "batch", "attention", "threads")
 
 
+REFERENCES = ("float32", None)
+
+
 @dataclass(frozen=True)
 class Perturbation:
-    """One perturbation: ``kind`` and an optional ``value`` (e.g. ``batch`` neighbours)."""
+    """One perturbation: ``kind``, an optional ``value`` (e.g. ``batch`` neighbours) and the
+    ``reference`` precision it runs around ("float32", or None for the deployment's own)."""
 
     kind: str
     value: Any = None
+    reference: str | None = "float32"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"unknown perturbation {self.kind!r}; choose from {', '.join(KINDS)}")
+        if self.reference not in REFERENCES:
+            raise ConfigError(f"Perturbation reference must be 'float32' or None, got {self.reference!r}")
 
     def describe(self) -> str:
         return self.kind if self.value is None else f"{self.kind}={self.value}"
@@ -47,19 +62,28 @@ class Perturb:
 
     ``accord.Perturb()`` uses all four kinds; ``accord.Perturb("precision", "batch")`` picks;
     ``accord.Perturb(Perturbation("batch", 2))`` sets values. ``accord.Perturb(())`` turns
-    perturbation off (every ballot runs as the deployment does).
+    perturbation off (every ballot runs as the deployment does). ``reference``: "float32" (the
+    default) runs perturbed ballots around the float32 computation; None around the deployment's
+    own dtype (see the module docstring).
     """
 
     kinds: tuple[Perturbation, ...]
+    reference: str | None
 
-    def __init__(self, *kinds: Union[str, Perturbation, tuple[()]]) -> None:
+    def __init__(self, *kinds: Union[str, Perturbation, tuple[()]], reference: str | None = "float32") -> None:
+        if reference not in REFERENCES:
+            raise ConfigError(f"Perturb(reference=...) must be 'float32' or None, got {reference!r}")
         if len(kinds) == 1 and kinds[0] == ():
             chosen: tuple[Perturbation, ...] = ()
         elif not kinds:
-            chosen = tuple(Perturbation(k) for k in KINDS)
+            chosen = tuple(Perturbation(k, reference=reference) for k in KINDS)
         else:
-            chosen = tuple(k if isinstance(k, Perturbation) else Perturbation(str(k)) for k in kinds)
+            chosen = tuple(
+                replace(k, reference=reference) if isinstance(k, Perturbation) else Perturbation(str(k), reference=reference)
+                for k in kinds
+            )
         object.__setattr__(self, "kinds", chosen)
+        object.__setattr__(self, "reference", reference)
 
     def for_ballot(self, index: int) -> Perturbation | None:
         if index == 0 or not self.kinds:

@@ -7,6 +7,10 @@ restores everything on exit:
     attention   the other attention implementation (sdpa <-> eager) for this call
     threads     another intra-op thread count for this call
     batch       the prompt left-padded into a batch with long neighbour prompts (row 0 is ours)
+
+With ``reference="float32"`` (the default) a deployment in another dtype runs its perturbed
+ballots on the float32 reference: the model's files loaded again in float32 (a cast of the
+deployed weights only when the files are unknown), made once and kept.
 """
 
 from __future__ import annotations
@@ -42,13 +46,42 @@ def other_precision(dtype: Any) -> Any:
     return torch.bfloat16 if dtype == torch.float32 else torch.float32
 
 
-def twin(backend: Any, dtype: Any) -> Any:
-    """The backend's model in another dtype, made once and kept (``backend._twins``)."""
+def twin(backend: Any, dtype: Any, source: bool = False) -> Any:
+    """The backend's model in another dtype, made once and kept (``backend._twins``).
+
+    ``source``: loaded again from the model's files in that dtype (what a deployment in that
+    dtype runs) when the backend knows them; otherwise, and by default, a cast of the deployed
+    weights.
+    """
     with _TWINS_LOCK:
         twins = backend.__dict__.setdefault("_twins", {})
-        if dtype not in twins:
-            twins[dtype] = copy.deepcopy(backend.model).to(dtype).eval()
-        return twins[dtype]
+        key = (dtype, source)
+        if key not in twins:
+            load = getattr(backend, "load_copy", None) if source else None
+            made = load(dtype) if load is not None else None
+            twins[key] = (made if made is not None else copy.deepcopy(backend.model).to(dtype)).eval()
+        return twins[key]
+
+
+def _torch_dtype(name: Any) -> Any:
+    import torch
+
+    return name if isinstance(name, torch.dtype) else getattr(torch, str(name))
+
+
+def compute_model(backend: Any, perturbation: Perturbation) -> Any:
+    """The model a perturbed ballot runs on (see the module docstring)."""
+    model = backend.model
+    reference = _torch_dtype(perturbation.reference) if perturbation.reference else None
+    if perturbation.kind == "precision":
+        if perturbation.value:
+            return twin(backend, _torch_dtype(perturbation.value))
+        if reference is not None and model.dtype != reference:
+            return twin(backend, reference, source=True)
+        return twin(backend, other_precision(model.dtype))
+    if reference is not None and model.dtype != reference:
+        return twin(backend, reference, source=True)
+    return model
 
 
 def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dict[str, Any]:
@@ -72,10 +105,8 @@ def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dic
 def perturbed(backend: Any, perturbation: Perturbation | None, inputs: dict[str, Any]) -> Iterator[Prepared]:
     import torch
 
-    model = backend.model
+    model = compute_model(backend, perturbation) if perturbation is not None else backend.model
     kind = perturbation.kind if perturbation is not None else None
-    if kind == "precision":
-        model = twin(backend, perturbation.value or other_precision(model.dtype))  # type: ignore[union-attr]
     if kind == "batch":
         inputs = with_neighbours(backend, inputs, int(perturbation.value or 1))  # type: ignore[union-attr]
     width = int(inputs["input_ids"].shape[1])

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Sequence
 from .._errors import AccordError, BackendError, ConfigError, ModelNotInstalled
 from .._request import Completion, Prompt, Request, Settings, Usage
 from ._base import Backend
-from .._calibrate import noise_floors
+from .._calibrate import known_floors, noise_floors
 from .._perturb import Perturbation
 from ._perturbed import perturbed
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
@@ -146,6 +146,7 @@ class TransformersBackend(Backend):
             self.tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(
                 model_or_path.name_or_path, trust_remote_code)
         self.load_seconds = time.perf_counter() - start
+        self.trust_remote_code = trust_remote_code
         self.model.eval()
         self.model_id = model_id or _model_id(self.model, self.path)
         self._fingerprint = fingerprint
@@ -172,6 +173,13 @@ class TransformersBackend(Backend):
     @property
     def device(self) -> str:
         return str(self.model.device)
+
+    def load_copy(self, dtype: Any) -> Any:
+        """The model loaded again from its files in ``dtype`` (None when loaded from an object)."""
+        if self.path is None:
+            return None
+        model, _ = _load(self.path, self.tokenizer, dtype, self.device, self.trust_remote_code)
+        return model
 
     def describe(self) -> dict[str, object]:
         return {
@@ -249,7 +257,7 @@ class TransformersBackend(Backend):
             "engine": served.engine if served else None,
             "compile_seconds": round(served.compile_seconds, 6) if served else None,
             "model": self.model_id,
-            "dtype": self.dtype,
+            "dtype": str(run.model.dtype).removeprefix("torch."),  # this ballot's compute
             "device": self.device,
             "threads": torch.get_num_threads() if self.threads is None else self.threads,
             "decoding": "sampling" if config.do_sample else "greedy",
@@ -275,9 +283,22 @@ class TransformersBackend(Backend):
         Shipped for the embedded model (``accord calibrate`` regenerates it); for other models
         measured on first use and cached in the user cache, by fingerprint and dtype.
         """
+        floors = self.noise_floors()
+        return max(floors.values()) if floors else None
+
+    def noise_floors(self) -> dict[str, float]:
+        """``{perturbation kind: floor}`` for this model and dtype (see :meth:`noise_floor`)."""
         if self._floors is None:
             self._floors = noise_floors(self)
-        return max(self._floors.values()) if self._floors else None
+        return dict(self._floors)
+
+    def reference_floor(self) -> float | None:
+        """The largest floor of the perturbations other than precision, at float32: what a
+        float32 ballot must clear to confirm a fragile answer. None when not known (no
+        calibration is started for it)."""
+        floors = self.noise_floors() if self.dtype == "float32" else known_floors(self.fingerprint, "float32")
+        others = [v for k, v in (floors or {}).items() if k != "precision"]
+        return max(others) if others else None
 
     def encode(self, prompt: Prompt) -> dict[str, Any]:
         """The prompt through the model's chat template (a string is one user message)."""
