@@ -47,6 +47,27 @@ def calibrate(
 
 
 @app.command()
+def audit(
+    prompts: str = typer.Argument(..., help="PROMPTS.jsonl: one {prompt, id?, schema?, gold?} a line."),
+    model: str = typer.Option("local", "--model", help="local | transformers:PATH | openai:BASE_URL"),
+    model_name: str = typer.Option("", "--model-name", help="The model name on an OpenAI-compatible server."),
+    schema: str = typer.Option("", "--schema", help="module:Model for lines without a schema (default: str)."),
+    runs: int = typer.Option(5, "--runs", help="Concurrent repeated requests per prompt over HTTP."),
+    out: str = typer.Option("", "--out", help="Write report.json and a self-contained report.html here."),
+    quick: bool = typer.Option(False, "--quick", help="Three conditions, few tokens."),
+) -> None:
+    """Measure how much a model's answers fluctuate, raw and through accord."""
+    from ._audit_report import audit_command
+    from ._errors import AccordError
+
+    try:
+        audit_command(prompts, model, model_name or None, schema or None, runs, out or None, quick)
+    except AccordError as exc:
+        typer.echo(f"accord audit: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
 def version() -> None:
     """Print accord's version."""
     from . import __version__

@@ -1,0 +1,233 @@
+"""What ``accord audit`` shows: rich tables and a progress bar, report.json, a self-contained report.html.
+
+The HTML embeds its plots (matplotlib, PNG as base64) and styles inline: no external src or href.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+@contextmanager
+def progress(total: int, label: str) -> Iterator[Callable[[], None]]:
+    """A rich progress bar; yields the tick to call after each unit of work."""
+    from rich.progress import Progress
+
+    with Progress(transient=False) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "-" if value is None else (f"{value:.{digits}g}" if isinstance(value, float) else str(value))
+
+
+def headline_rows(audit: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(metric, raw, stabilized) rows, shared by the terminal and the HTML."""
+    raw, st = audit["raw"], audit.get("stabilized") or {}
+    acc = lambda m, k: _pct(m["accuracy"][k]) if m.get("accuracy") else "-"  # noqa: E731
+    n = audit["n"]
+    return [
+        (f"TARr@{n} (identical raw text)", _pct(raw["TARr"]), "-"),
+        (f"TARa@{n} (identical answer)", _pct(raw["TARa"]), _pct(st.get("TARa"))),
+        ("distinct answers per prompt (mean)", _num(raw["distinct_answers_mean"]), _num(st.get("distinct_answers_mean"))),
+        ("distinct raw texts per prompt (mean)", _num(raw["distinct_texts_mean"]), "-"),
+        ("no answer (count)", str(raw["missing_answers"]), _num(st.get("missing_answers"))),
+        ("prompts that diverged / first divergence (median, min)",
+         f"{raw['diverged_prompts']} / {_num(raw['first_divergence_median'])}, {_num(raw['first_divergence_min'])}", "-"),
+        ("smallest top-1/top-2 margin", _num(raw["min_margin"]), "-"),
+        ("accuracy min / mean / max", " / ".join(acc(raw, k) for k in ("min", "mean", "max")),
+         " / ".join(acc(st, k) for k in ("min", "mean", "max")) if st else "-"),
+        ("calls per answer", "1", _num(st.get("calls_per_answer"))),
+    ]
+
+
+def print_report(audit: dict[str, Any], console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"accord audit: {audit['prompts_audited']} prompts x {audit['n']} conditions ({', '.join(audit['conditions'])})")
+    for column in ("metric", "raw", "stabilized"):
+        table.add_column(column)
+    for row in headline_rows(audit):
+        table.add_row(*row)
+    console.print(table)
+    floors = audit.get("noise_floors") or {}
+    if floors:
+        ft = Table(title="measured noise floor (logit-gap change) per perturbation and dtype")
+        kinds = sorted({k for f in floors.values() for k in f})
+        ft.add_column("dtype")
+        for kind in kinds:
+            ft.add_column(kind)
+        for dtype, f in floors.items():
+            ft.add_row(dtype, *(_num(f.get(kind), 3) for kind in kinds))
+        console.print(ft)
+    pt = Table(title="per prompt")
+    for column in ("id", "answers agree", "texts agree", "distinct answers", "first divergence", "min margin", "after", "calls"):
+        pt.add_column(column)
+    for p in audit["prompts"]:
+        pt.add_row(p["id"], "yes" if p["answer_agrees"] else "NO", "yes" if p["text_agrees"] else "no", str(p["distinct_answers"]),
+                   _num(p["first_divergence"]), _num(p["min_margin"]), _pct(p.get("agreement_after")), _num(p.get("calls_per_answer")))
+    console.print(pt)
+
+
+def write_reports(audit: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    """report.json and report.html in ``out``; the plots need matplotlib (the ``report`` extra)."""
+    from ._errors import ConfigError
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError("--out draws plots with matplotlib: pip install 'accord[report]'") from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create it ({exc})") from exc
+    js = out / "report.json"
+    js.write_text(json.dumps(audit, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    page = out / "report.html"
+    page.write_text(render_html(audit), encoding="utf-8")
+    return js, page
+
+
+def _png(figure: Any) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def plots(audit: dict[str, Any]) -> list[tuple[str, str]]:
+    """(title, data URI) for each plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = audit["prompts"]
+    ids = [p["id"] for p in rows]
+    x = range(len(rows))
+    height = max(3.0, 0.25 * len(rows) + 1)
+    shown = []
+    fig, ax = plt.subplots(figsize=(7, height))
+    ax.barh([i + 0.2 for i in x], [p["agreement_before"] for p in rows], height=0.4, label="raw (before)")
+    if "stabilized" in audit:
+        ax.barh([i - 0.2 for i in x], [p["agreement_after"] for p in rows], height=0.4, label="accord (after)")
+    ax.set_yticks(list(x), ids, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("agreement across conditions (share of the most common answer)")
+    ax.legend(loc="lower right")
+    shown.append(("Agreement before and after, per prompt", _png(fig)))
+
+    fig, ax = plt.subplots(figsize=(7, height))
+    margins = [p["min_margin"] if p["min_margin"] is not None else float("nan") for p in rows]
+    colours = ["tab:red" if not p["answer_agrees"] else "tab:blue" for p in rows]
+    ax.scatter(margins, list(x), c=colours, s=18)
+    for dtype, floors in (audit.get("noise_floors") or {}).items():
+        if floors:
+            ax.axvline(max(floors.values()), linestyle="--", label=f"noise floor {dtype} (max over kinds)",
+                       color="tab:orange" if "bfloat" in dtype else "tab:green")
+    ax.set_yticks(list(x), ids, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("symlog", linthresh=0.01)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("smallest top-1/top-2 margin (red: answers differed across conditions)")
+    if audit.get("noise_floors"):
+        ax.legend(loc="lower right", fontsize=7)
+    shown.append(("Margins against the noise floor", _png(fig)))
+
+    if "stabilized" in audit:
+        fig, ax = plt.subplots(figsize=(7, height))
+        ax.barh(list(x), [p["calls_per_answer"] for p in rows])
+        ax.set_yticks(list(x), ids, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("model calls per answer (mean over conditions)")
+        shown.append(("Calls per answer", _png(fig)))
+    return shown
+
+
+def render_html(audit: dict[str, Any]) -> str:
+    e = html.escape
+    head = "".join(f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td></tr>" for a, b, c in headline_rows(audit))
+    floors = "".join(
+        f"<tr><td>{e(d)}</td><td>{e(', '.join(f'{k} {v:.3g}' for k, v in f.items()))}</td></tr>"
+        for d, f in (audit.get("noise_floors") or {}).items()
+    )
+    figures = "".join(f"<h2>{e(title)}</h2><img alt='{e(title)}' src='{uri}'>" for title, uri in plots(audit))
+    conditions = audit["conditions"]
+    prompt_rows = []
+    for p in audit["prompts"]:
+        cells = "".join(f"<td><code>{e(p['raw'][c]['answer'])}</code></td>" for c in conditions)
+        after = e(", ".join(sorted({s['answer'] for s in p.get("stabilized", {}).values()})))
+        prompt_rows.append(
+            f"<tr class='{'ok' if p['answer_agrees'] else 'bad'}'><td>{e(p['id'])}</td><td>{e(p['prompt'])}</td>"
+            f"<td>{e(json.dumps(p['gold'], ensure_ascii=False)) if p['gold'] is not None else '-'}</td>{cells}<td><code>{after}</code></td></tr>"
+        )
+    condition_heads = "".join(f"<th>{e(c)}</th>" for c in conditions)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>accord audit</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}}tr.bad{{background:#fde8e8}}img{{max-width:100%}}</style>
+</head><body>
+<h1>accord audit</h1>
+<p>{audit['prompts_audited']} prompts, {audit['n']} conditions: {e(', '.join(conditions))}. Model: {e(str(audit.get('model', '')))}.
+TARr/TARa@N after Atil et al. 2024, "Non-Determinism of 'Deterministic' LLM Settings".</p>
+<table><tr><th>metric</th><th>raw</th><th>stabilized (accord)</th></tr>{head}</table>
+{'<h2>Noise floor per perturbation and dtype</h2><table>' + floors + '</table>' if floors else ''}
+{figures}
+<h2>Every prompt</h2>
+<table><tr><th>id</th><th>prompt</th><th>gold</th>{condition_heads}<th>accord</th></tr>{''.join(prompt_rows)}</table>
+</body></html>
+"""
+
+
+def audit_command(prompts: str, model: str, model_name: str | None, schema: str | None, runs: int, out: str | None, quick: bool) -> dict[str, Any]:
+    """The whole ``accord audit`` run: load, both phases with progress bars, print, write."""
+    from rich.console import Console
+
+    from ._audit import FULL_TOKENS, QUICK_TOKENS, http_raw_phase, http_stabilized_phase, measured_floors, open_target, raw_phase, stabilized_phase, summarize
+    from ._audit_input import load_items
+    from ._errors import ConfigError
+    from ._request import Settings
+
+    if runs < 2:
+        raise ConfigError(f"--runs must be at least 2, got {runs}")
+    console = Console(stderr=True)
+    items = load_items(prompts, schema)
+    target = open_target(model, model_name, quick=quick)
+    tokens = QUICK_TOKENS if quick else FULL_TOKENS
+    settings = Settings(max_tokens=tokens)
+    floors: dict[str, dict[str, float]] = {}
+    if target.http is not None:
+        with progress(len(items), f"raw: {runs} concurrent requests") as tick:
+            raw = http_raw_phase(items, target.http, runs, settings, tick)
+        with progress(len(items), "stabilized") as tick:
+            stable = http_stabilized_phase(items, target.http, runs, tokens, tick)
+    else:
+        conditions = list(target.conditions)
+        with progress(len(items) * len(conditions), "raw: every condition") as tick:
+            raw = raw_phase(items, conditions, settings, tick)
+        with progress(len(items) * len(conditions), "stabilized") as tick:
+            stable = stabilized_phase(items, conditions, tokens, tick)
+        floors = measured_floors(conditions)
+    audit = summarize(items, raw, stable, floors)
+    audit["model"] = target.label
+    audit["max_tokens"] = tokens
+    print_report(audit, Console())
+    if out:
+        js, page = write_reports(audit, Path(out))
+        console.print(f"written: {js} and {page}")
+    return audit

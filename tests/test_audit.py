@@ -1,0 +1,173 @@
+"""accord audit: the metrics on scripted conditions with known answers, the report, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from accord import Completion, models
+from accord._audit import Condition, raw_phase, stabilized_phase, summarize
+from accord._audit_input import Item, load_items
+from accord._audit_report import render_html, write_reports
+from accord._errors import ConfigError, UnsupportedSchema
+from accord._metrics import MISSING
+from accord._request import Settings
+from accord._schema import Schema
+
+Colour = Literal["red", "green", "blue"]
+
+
+def items(*golds: str | None) -> list[Item]:
+    schema = Schema.of(Colour)
+    return [Item(f"p{i}", f"Name colour {i}.", schema, "Colour", g, None if g is None else json.dumps(g)) for i, g in enumerate(golds)]
+
+
+def scripted_conditions(*columns: list[str]) -> list[Condition]:
+    return [Condition(f"c{j}", models.scripted(texts)) for j, texts in enumerate(columns)]
+
+
+def test_raw_metrics_on_scripted_conditions() -> None:
+    # p0: identical text everywhere; p1: same answer, different text; p2: different answers; p3: unreadable once.
+    conditions = scripted_conditions(
+        ["red", "green", "blue", "red"],
+        ["red", "Green.", "red", "nonsense here"],
+        ["red", "green", "blue", "red"],
+    )
+    its = items("red", "green", "blue", None)
+    audit = summarize(its, raw_phase(its, conditions, Settings(max_tokens=4)))
+    raw = audit["raw"]
+    assert raw["TARr"] == 1 / 4  # only p0 is the same text in all three
+    assert raw["TARa"] == 2 / 4  # p0 and p1 agree on the answer
+    rows = {p["id"]: p for p in audit["prompts"]}
+    assert [rows[p]["distinct_answers"] for p in ("p0", "p1", "p2", "p3")] == [1, 1, 2, 2]
+    assert rows["p3"]["raw"]["c1"]["answer"] == MISSING
+    # characters (no tokenizer): "green" vs "Green." split at 0; "blue" vs "red" at 0; p0 never
+    assert rows["p0"]["first_divergence"] is None
+    assert rows["p1"]["first_divergence"] == 0
+    assert raw["diverged_prompts"] == 3
+    assert raw["accuracy_by_condition"] == {"c0": 1.0, "c1": 2 / 3, "c2": 1.0}
+    assert raw["accuracy"] == {"min": 2 / 3, "mean": pytest.approx(8 / 9), "max": 1.0}
+
+
+def test_first_divergence_uses_tokens_and_margins() -> None:
+    a = models.scripted([Completion("the red one", margins=(3.0, 0.2, float("inf")))])
+    b = models.scripted([Completion("the blue one", margins=(3.0, 0.1, 1.0))])
+    its = items("red")
+    audit = summarize(its, raw_phase(its, [Condition("a", a), Condition("b", b)], Settings()))
+    row = audit["prompts"][0]
+    assert row["first_divergence"] == 4  # characters over HTTP-like backends
+    assert row["min_margin"] == 0.1
+    assert audit["raw"]["min_margin"] == 0.1
+
+
+def test_stabilized_phase_reaches_agreement_and_counts_calls() -> None:
+    its = items("red")
+    raw = raw_phase(its, scripted_conditions(["red"], ["blue"]), Settings())
+    stable = stabilized_phase(its, scripted_conditions(["red", "red", "red"], ["blue", "red", "red", "red"]), None)
+    audit = summarize(its, raw, stable)
+    assert audit["raw"]["TARa"] == 0.0
+    assert audit["stabilized"]["TARa"] == 1.0
+    assert audit["prompts"][0]["agreement_before"] == 0.5
+    assert audit["prompts"][0]["agreement_after"] == 1.0
+    assert audit["stabilized"]["calls_per_answer"] == (3 + 4) / 2
+
+
+def test_html_report_is_self_contained_and_names_every_prompt(tmp_path: Path) -> None:
+    its = items("red", "green")
+    conditions = scripted_conditions(["red", "green"], ["red", "blue"])
+    stable = stabilized_phase(its, scripted_conditions(["red"] * 3 + ["green"] * 3, ["red"] * 3 + ["green"] * 3), None)
+    audit = summarize(its, raw_phase(its, conditions, Settings()), stable, {"float32": {"batch": 0.01}})
+    js, page = write_reports(audit, tmp_path)
+    text = page.read_text()
+    assert json.loads(js.read_text())["raw"]["TARa"] == 0.5
+    assert "data:image/png;base64," in text
+    assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", text)
+    for item in its:
+        assert item.id in text and item.text in text
+
+
+def test_bad_input_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_items(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{not json\n')
+    with pytest.raises(ConfigError, match=":2"):
+        load_items(bad)
+    bad.write_text('{"prompt": "ok", "schema": "no_such_module_x:Thing"}\n')
+    with pytest.raises(UnsupportedSchema):
+        load_items(bad)
+
+
+def test_schema_resolves_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "audit_tasks_x.py").write_text("from typing import Literal\nAnswer = Literal['yes', 'no']\n")
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a", "schema": "audit_tasks_x:Answer", "gold": "yes"}\n{"prompt": "b"}\n')
+    monkeypatch.chdir(tmp_path)
+    first, second = load_items("p.jsonl", "int")
+    assert first.schema_name == "audit_tasks_x:Answer" and first.gold_key == '"yes"'
+    assert second.schema_name == "int"
+
+
+def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from accord._cli import app
+
+    result = CliRunner().invoke(app, ["audit", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and "no such file" in result.output
+
+
+@pytest.mark.model
+def test_cli_end_to_end_on_the_embedded_model(tmp_path: Path, local_model: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from accord._cli import app
+
+    (tmp_path / "audit_colours.py").write_text(
+        "from typing import Literal\nColour = Literal['blue', 'green', 'white', 'red', 'black', 'yellow']\n")
+    monkeypatch.chdir(tmp_path)
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [
+        {"id": "sky", "prompt": "What colour is the sky on a clear day? One word.", "gold": "blue"},
+        {"id": "grass", "prompt": "What colour is grass? One word."},
+        {"id": "snow", "prompt": "What colour is snow? One word."},
+    ]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["audit", str(prompts), "--model", "local", "--schema", "audit_colours:Colour",
+                                      "--runs", "2", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "TARa@3" in result.output
+    audit = json.loads((out / "report.json").read_text())
+    assert audit["conditions"] == ["float32", "bfloat16", "float32+batch"]
+    assert set(audit["noise_floors"]) == {"float32", "bfloat16"}
+    assert 0.0 <= audit["raw"]["TARa"] <= 1.0 and audit["stabilized"]["calls_per_answer"] >= 1
+    assert audit["stabilized"]["TARa"] == 1.0  # the same answer under every deployment condition
+    page = (out / "report.html").read_text()
+    assert all(r["id"] in page and r["prompt"] in page for r in rows)
+
+
+@pytest.mark.server
+def test_cli_over_http_sends_concurrent_repeated_requests(tmp_path: Path, openai_server: str) -> None:
+    from typer.testing import CliRunner
+
+    from accord._cli import app
+
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [{"id": "sky", "prompt": "What colour is the sky on a clear day? One word.", "gold": "blue"},
+            {"id": "dog", "prompt": "Can a dog drive a car?", "schema": "bool"}]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["audit", str(prompts), "--model", f"openai:{openai_server}", "--runs", "2",
+                                      "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "TARr@2" in result.output and "TARa@2" in result.output
+    audit = json.loads((out / "report.json").read_text())
+    assert audit["conditions"] == ["request 1", "request 2"]
+    assert [p["id"] for p in audit["prompts"]] == ["sky", "dog"]
+    assert all(p["raw"]["request 1"]["text"] for p in audit["prompts"])
+    assert audit["stabilized"]["calls_per_answer"] >= 1 and not audit.get("noise_floors")  # none measured over HTTP
