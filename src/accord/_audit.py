@@ -133,7 +133,14 @@ def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settin
         request = Request(item.prompt, sent, item.schema, settings)
         return list(await asyncio.gather(*(backend.agenerate(request) for _ in range(n))))
 
-    async def every() -> list[list[Completion]]:
+    completions = _one_item_at_a_time(items, one, tick)
+    return {f"request {i + 1}": [to_run(c[i], item, None) for c, item in zip(completions, items)] for i in range(n)}
+
+
+def _one_item_at_a_time(items: Sequence[Item], one: Callable[[Item], Any], tick: Tick | None) -> list[Any]:
+    """``await one(item)`` for each item in turn (each may fan out), ticking after each."""
+
+    async def every() -> list[Any]:
         done = []
         for item in items:
             done.append(await one(item))
@@ -141,20 +148,20 @@ def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settin
                 tick()
         return done
 
-    completions = asyncio.run(every())
-    return {f"request {i + 1}": [to_run(c[i], item, None) for c, item in zip(completions, items)] for i in range(n)}
+    return asyncio.run(every())
 
 
 # -- the stabilized phase --------------------------------------------------------------------------
 
 
-def to_final(stab: Stabilizer[Any], run: Callable[[], Any]) -> Final:
-    try:
-        result = run()
-    except OutputError as exc:
-        result = exc.result
-        return Final(MISSING, result.calls if result is not None else 0, result.stopped_because if result else "error", False)
-    return Final(result.key if result.key is not None else MISSING, result.calls, result.stopped_because, result.stable)
+def to_final(outcome: Any) -> Final:
+    """A Result, or the OutputError a run ended with (its ``.result`` holds the ballots)."""
+    if isinstance(outcome, OutputError):
+        result = outcome.result
+        if result is None:
+            return Final(MISSING, 0, "error", False)
+        return Final(MISSING, result.calls, result.stopped_because, False)
+    return Final(outcome.key if outcome.key is not None else MISSING, outcome.calls, outcome.stopped_because, outcome.stable)
 
 
 def stabilized_phase(
@@ -165,7 +172,11 @@ def stabilized_phase(
     for condition in conditions:
         for item in items:
             stab = Stabilizer(condition.backend, item.schema, max_tokens=max_tokens)
-            finals[condition.name].append(to_final(stab, lambda: stab.run(item.prompt)))
+            try:
+                outcome: Any = stab.run(item.prompt)
+            except OutputError as exc:
+                outcome = exc
+            finals[condition.name].append(to_final(outcome))
             if tick:
                 tick()
     return finals
@@ -176,34 +187,14 @@ def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_token
 
     async def one(item: Item) -> list[Final]:
         stab = Stabilizer(backend, item.schema, max_tokens=max_tokens)
-        results = await asyncio.gather(*(stab.arun(item.prompt) for _ in range(n)), return_exceptions=True)
-        finals = []
-        for result in results:
-            if isinstance(result, OutputError):
-                finals.append(to_final(stab, _raiser(result)))
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                finals.append(to_final(stab, lambda r=result: r))
-        return finals
+        outcomes = await asyncio.gather(*(stab.arun(item.prompt) for _ in range(n)), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, OutputError):
+                raise outcome
+        return [to_final(outcome) for outcome in outcomes]
 
-    async def every() -> list[list[Final]]:
-        done = []
-        for item in items:
-            done.append(await one(item))
-            if tick:
-                tick()
-        return done
-
-    per_item = asyncio.run(every())
+    per_item = _one_item_at_a_time(items, one, tick)
     return {f"request {i + 1}": [f[i] for f in per_item] for i in range(n)}
-
-
-def _raiser(exc: BaseException) -> Callable[[], Any]:
-    def raise_it() -> Any:
-        raise exc
-
-    return raise_it
 
 
 # -- the summary -----------------------------------------------------------------------------------
