@@ -309,8 +309,9 @@ def plot(results: dict[str, Figures], path: Path, title: str) -> None:
     )):
         bars = left.bar([x + offset for x in xs], [v * 100 for v in values], width, label=name)
         if name.startswith("accuracy"):
-            low = [(results[a].accuracy.mean - results[a].accuracy.minimum) * 100 for a in arms]
-            high = [(results[a].accuracy.maximum - results[a].accuracy.mean) * 100 for a in arms]
+            # max(0, ...): the mean of equal accuracies can land a rounding error below the minimum
+            low = [max(0.0, results[a].accuracy.mean - results[a].accuracy.minimum) * 100 for a in arms]
+            high = [max(0.0, results[a].accuracy.maximum - results[a].accuracy.mean) * 100 for a in arms]
             left.errorbar([b.get_x() + width / 2 for b in bars], [v * 100 for v in values], yerr=[low, high], fmt="none", ecolor="black", capsize=3)
     left.set_xticks(list(xs), labels, fontsize=8)
     left.set_ylabel("%")
