@@ -156,6 +156,7 @@ class TransformersBackend(Backend):
         self._lock = threading.Lock()
         self._constrainer: Constrainer | None = None
         self._floors: dict[str, float] | None = None
+        self._reference_floors: dict[str, float] | None = None
         self.condition = condition  # a deployment condition on every call (the audit's "busy server")
 
     # -- identity ---------------------------------------------------------------------------------
@@ -296,8 +297,10 @@ class TransformersBackend(Backend):
         """The largest floor of the perturbations other than precision, at float32: what a
         float32 ballot must clear to confirm a fragile answer. None when not known (no
         calibration is started for it)."""
-        floors = self.noise_floors() if self.dtype == "float32" else known_floors(self.fingerprint, "float32")
-        others = [v for k, v in (floors or {}).items() if k != "precision"]
+        if self._reference_floors is None:  # looked up once: every gated run asks
+            found = self.noise_floors() if self.dtype == "float32" else known_floors(self.fingerprint, "float32")
+            self._reference_floors = found or {}
+        others = [v for k, v in self._reference_floors.items() if k != "precision"]
         return max(others) if others else None
 
     def encode(self, prompt: Prompt) -> dict[str, Any]:
