@@ -6,8 +6,10 @@ Over the shipped task set (benchmarks/tasks.py, 62 prompts, frozen before tuning
 is decided by k=5 voting with perturbation ensembles, with and without the margin gate, in two
 deployments: float32 weights and bfloat16 weights. Prints, per policy: mean calls per accepted answer (and per
 prompt, failed runs included) and the agreement of the final answers between the two deployments; how the gated runs stopped
-(the gate after one call, a confirming ballot in the other precision after two, or a vote); and
-the share of prompts that are fragile (the first ballot had a step below the noise floor).
+(the gate after one call; "settled" once the ballots run predict the rest of the vote from the
+measured floors, see accord._predict; or a vote); whether each gated answer is the ungated
+vote's; and the share of prompts that are fragile (the first ballot had a step below the noise
+floor, the largest over the perturbations).
 Targets: gated calls per answer <= 1.5; agreement 100% and no lower than ungated k=5's.
 
 Generations are cached per deployment (``.bench-cache/gating.json``, see generations.py): the
@@ -103,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         for item, x, y in zip(items, a, b):
             if x != y:
                 print(f"    {name}: {item['id']} differs: float32 {x} / bfloat16 {y}")
+    for dtype in DEPLOYMENTS:
+        same = sum(x == y for x, y in zip(keys[("k=5, gated", dtype)], keys[("k=5, ungated", dtype)]))
+        print(f"{dtype}: the gated answer is the ungated k=5 vote's on {same}/{n} prompts")
     gated, ungated = figures["k=5, gated"], figures["k=5, ungated"]
     print(f"\ntargets: gated calls per accepted answer <= 1.5: {'met' if max(gated[0]) <= 1.5 else 'NOT met'}; "
           f"agreement 100%: {'met' if gated[1] == 1 else 'NOT met'}; "

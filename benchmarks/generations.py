@@ -110,13 +110,20 @@ class Deployment(Backend):
             self._model = accord.models.local(**self.options)
         return self._model
 
+    @property
+    def dtype(self) -> str:
+        return str(self.options.get("dtype", "float32"))
+
     def noise_floor(self) -> float | None:
         return self._floor("noise_floor")
+
+    def noise_floors(self) -> dict[str, float]:
+        return dict(self._floor("noise_floors") or {})
 
     def reference_floor(self) -> float | None:
         return self._floor("reference_floor")
 
-    def _floor(self, name: str) -> float | None:
+    def _floor(self, name: str) -> Any:
         key = Cache.digest(name, self.name)
         floor = self.cache.get(key)
         if floor is None:

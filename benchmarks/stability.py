@@ -139,7 +139,7 @@ VENV = CACHE_DIR / "instructor-venv"
 INSTRUCTOR_RETRIES = 2  # instructor makes max_retries + 1 attempts: 3 in all, as arm (c)
 CHILD = r'''
 import importlib.util, json, sys, time
-import instructor, openai
+import instructor, openai, pydantic
 job = json.load(sys.stdin)
 spec = importlib.util.spec_from_file_location("tasks", job["tasks"])
 tasks = importlib.util.module_from_spec(spec); spec.loader.exec_module(tasks)
@@ -150,12 +150,17 @@ for item in job["items"]:
     calls[0] = 0
     start = time.perf_counter()
     out = {"id": item["id"], "data": None, "error": None}
+    schema = getattr(tasks, item["schema"])
+    # instructor takes pydantic models: a bare type (a Literal) goes in a one-field model, the
+    # way its docs wrap one, and comes out unwrapped.
+    bare = not (isinstance(schema, type) and issubclass(schema, pydantic.BaseModel))
+    model = pydantic.create_model("Answer", answer=(schema, ...)) if bare else schema
     try:
         answer = client.chat.completions.create(
             model=job["model"], messages=[{"role": "user", "content": item["prompt"]}],
-            response_model=getattr(tasks, item["schema"]), max_retries=job["retries"],
+            response_model=model, max_retries=job["retries"],
             max_tokens=job["max_tokens"], temperature=0)
-        out["data"] = answer.model_dump(mode="json") if hasattr(answer, "model_dump") else answer
+        out["data"] = answer.answer if bare else answer.model_dump(mode="json")
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     out.update(calls=calls[0], seconds=round(time.perf_counter() - start, 4))
@@ -190,7 +195,8 @@ def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Ca
     for condition in conditions:
         if condition not in SERVER_CONDITIONS:
             continue
-        keys = {item["id"]: Cache.digest("instructor", condition, item["prompt"], item["schema"], settings) for item in items}
+        keys = {item["id"]: Cache.digest("instructor", condition, item["prompt"], item["schema"], settings,
+                                         *(["wrapped in a model"] if is_bare(item) else [])) for item in items}
         todo = [item for item in items if cache.get(keys[item["id"]]) is None]
         if todo:
             try:
@@ -214,6 +220,14 @@ def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Ca
                 return {}, f"no answer for {item['id']} under {condition}"
             outcomes[(item["id"], condition)] = instructor_outcome(item, entry)
     return outcomes, None
+
+
+def is_bare(item: dict[str, Any]) -> bool:
+    """A schema that is not a pydantic model (instructor gets it wrapped in one)."""
+    from pydantic import BaseModel
+
+    schema = getattr(tasks, item["schema"].split(":")[1])
+    return not (isinstance(schema, type) and issubclass(schema, BaseModel))
 
 
 def instructor_outcome(item: dict[str, Any], entry: dict[str, Any]) -> Outcome:

@@ -6,6 +6,7 @@ import math
 from typing import Literal
 
 import pytest
+from pydantic import BaseModel
 
 import accord
 from accord import MarginGate, Perturb, Perturbation, Stabilizer, Vote
@@ -64,18 +65,32 @@ def test_the_gate_accepts_a_certified_first_ballot_after_one_call(local_model):
     assert result.fragile_steps == 0 and result.min_margin is not None
 
 
-def test_a_fragile_first_ballot_is_confirmed_in_the_other_precision(local_model):
-    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
-                        vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
-    assert result.ballots[0].fragile_steps and result.ballots[0].fragile_steps > 0
-    assert result.ballots[1].meta["perturbation"] == "precision" and result.ballots[1].meta["dtype"] == "bfloat16"
-    assert result.stopped_because == "confirmed" and result.calls == 2 and result.value == result.ballots[0].value
+YESNO = "Answer yes or no. Is Paris the capital of France?"  # the true/false step: fragile under precision
+
+
+class YesNo(BaseModel):
+    answer: bool
+
+
+def test_a_fragile_first_ballot_settles_on_the_float32_answer_in_both_deployments(local_model):
+    float32 = Stabilizer(local_model, YesNo).run(YESNO)
+    first = float32.ballots[0]
+    assert first.fragile_steps and first.min_margin < local_model.noise_floors()["precision"]
+    # Its margins clear the floor of the float32 perturbations: ballots 2-4 are predicted.
+    assert float32.stopped_because == "settled" and float32.calls == 1 and float32.meta["predicted"] == {float32.key: 3}
+    bf16 = accord.models.local(dtype="bfloat16")
+    bfloat16 = Stabilizer(bf16, YesNo).run(YESNO)
+    assert bfloat16.key == float32.key
+    if bfloat16.stopped_because == "settled":  # fragile in bfloat16 too: its float32 ballot decided
+        assert bfloat16.calls == 2 and sorted(b.meta["dtype"] for b in bfloat16.ballots) == ["bfloat16", "float32"]
+    else:
+        assert bfloat16.stopped_because == "gate" and bfloat16.calls == 1
 
 
 def test_a_fragile_first_ballot_is_voted_without_a_precision_ballot(local_model):
     result = Stabilizer(local_model, Literal["positive", "negative", "neutral"], perturb=Perturb("batch", "attention"),
                         vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
-    assert result.calls >= 3 and result.stopped_because not in ("gate", "confirmed")
+    assert result.calls >= 3 and result.stopped_because not in ("gate", "settled")
 
 
 def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model):

@@ -1,6 +1,7 @@
 """End to end on scripted and function backends: the run loop's semantics."""
 
 import asyncio
+import math
 import threading
 import time
 from typing import Literal
@@ -393,31 +394,74 @@ def test_the_gate_waits_for_slot_0_only_when_it_can_certify_it():
     assert fragile.calls == 3 and fragile.ballots[0].fragile_steps == 1 and fragile.stopped_because == "unanimous"
 
 
-def test_a_fragile_slot_0_is_confirmed_by_slot_1_in_the_other_precision():
-    class Precise(accord.models.ScriptedBackend):
-        gives_margins = True
+class Measured(accord.models.ScriptedBackend):
+    """A local-like backend with measured floors: precision 0.4, the small perturbations 0.01."""
 
-        def reference_floor(self) -> float:
-            return 0.01
+    gives_margins = True
+    perturbable = True
 
-    def ballot(margins, dtype, text=GOOD):
-        return Completion(text, margins=margins, meta={"dtype": dtype})
+    def __init__(self, items, dtype="float32"):
+        super().__init__(items)
+        self.dtype = dtype
 
-    gate = Vote(k=5, gate=accord.MarginGate(floor=1.0))
-    perturb = accord.Perturb()  # ballot 1 runs in the other precision
-    agreed = Stabilizer(Precise([ballot((5.0, 0.1), "float32"), ballot((5.0, 0.3), "bfloat16")]),
-                        schema=Review, vote=gate, perturb=perturb).run("q")
-    assert agreed.calls == 2 and agreed.stopped_because == "confirmed" and agreed.stable
-    # The float32 ballot sits on a near tie even for the small perturbations: voted on.
-    tied = [ballot((5.0, 0.001), "float32"), ballot((5.0, 0.3), "bfloat16"), ballot((5.0, 2.0), "float32")]
-    voted = Stabilizer(Precise(tied), schema=Review, vote=gate, perturb=perturb).run("q")
+    def noise_floors(self):
+        return {"precision": 0.4, "batch": 0.01, "attention": 0.01, "threads": 0.0}
+
+    def noise_floor(self):
+        return max(self.noise_floors().values())
+
+    def reference_floor(self):
+        return 0.01
+
+
+def margined(margins, text=GOOD):
+    return Completion(text, margins=margins)
+
+
+OTHER = GOOD.replace('"stars": 4', '"stars": 2')
+
+
+def test_a_fragile_first_ballot_settles_when_it_predicts_the_majority():
+    # float32: ballots 2-4 run in float32 under the small perturbations (0.01 < 0.1): predicted.
+    result = Stabilizer(Measured([margined((5.0, 0.1))]), schema=Review).run("q")
+    assert result.calls == 1 and result.stopped_because == "settled" and result.stable
+    assert result.fragile_steps == 1 and result.meta["predicted"] == {result.key: 3}
+    # On a near tie even for the small perturbations, nothing is predicted: the ballots run.
+    tied = [margined((5.0, 0.005)), margined((5.0, 0.3)), margined((5.0, 2.0))]
+    voted = Stabilizer(Measured(tied), schema=Review).run("q")
     assert voted.calls == 3 and voted.stopped_because == "unanimous"
-    # The precisions disagree: voted on.
-    other = GOOD.replace('"stars": 4', '"stars": 2')
-    split = [ballot((5.0, 0.1), "float32"), ballot((5.0, 0.3), "bfloat16", other)] + [ballot((5.0, 2.0), "float32")] * 3
-    voted = Stabilizer(Precise(split), schema=Review, vote=gate, perturb=perturb).run("q")
-    assert voted.calls == 4 and voted.value.stars == 4 and voted.stopped_because != "confirmed"
-    # No precision ballot in slot 1 (or no known reference floor): plain voting after slot 0.
-    plain = Stabilizer(Precise([ballot((5.0, 0.1), "float32")] * 5), schema=Review, vote=gate,
-                       perturb=accord.Perturb("batch")).run("q")
-    assert plain.calls == 3 and plain.stopped_because == "unanimous"
+
+
+def test_a_bfloat16_deployment_settles_on_its_float32_ballot():
+    # Ballot 0 (bfloat16) is within the precision floor of every float32 ballot: none predicted;
+    # ballot 1 (the float32 reference) clears the small floor: it predicts ballots 2-4.
+    split = [margined((5.0, 0.3)), margined((5.0, 0.1), OTHER)]
+    result = Stabilizer(Measured(split, dtype="bfloat16"), schema=Review).run("q")
+    assert result.calls == 2 and result.stopped_because == "settled" and result.value.stars == 2
+    assert result.votes == {result.key: 1, result.ballots[0].key: 1} and result.meta["predicted"] == {result.key: 3}
+    # Clear of the precision floor plus the small one: ballot 0 predicts all four.
+    clear = Stabilizer(Measured([margined((5.0, 0.5))], dtype="bfloat16"), schema=Review).run("q")
+    assert clear.calls == 1 and clear.stopped_because == "gate"
+
+
+def test_an_invalid_first_ballot_predicts_the_same_failure():
+    model = Measured([margined((5.0, 0.1), "not json at all")] * 5)
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(model, schema=Review, retry=Retry(attempts=1)).run("q")
+    assert caught.value.result.calls == 1 and caught.value.result.stopped_because == "no valid ballot"
+
+
+def test_a_user_floor_predicts_across_any_two_computations():
+    texts = [margined((5.0, 0.1)), margined((5.0, 2.0), OTHER)]
+    result = Stabilizer(Measured(texts), schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert result.calls == 2 and result.stopped_because == "settled" and result.value.stars == 2
+    # An infinite floor predicts nothing: every ballot is voted on.
+    infinite = Vote(k=5, gate=accord.MarginGate(floor=math.inf))
+    voted = Stabilizer(Measured([margined((5.0, 2.0))] * 5), schema=Review, vote=infinite).run("q")
+    assert voted.calls == 3 and voted.stopped_because == "unanimous"
+
+
+def test_without_early_stopping_nothing_is_predicted():
+    model = Measured([margined((5.0, 0.1))] * 5)
+    result = Stabilizer(model, schema=Review, vote=Vote(k=5, early_stop=False, gate=accord.MarginGate())).run("q")
+    assert result.calls == 5 and result.stopped_because == "k reached"

@@ -7,8 +7,10 @@ in ``_drive`` share it, and tests can drive it by hand (the httpx auth-flow patt
 
 Per ballot slot: call, read the output (``_pipeline``), retry invalid output with feedback,
 retry transient faults with backoff, grow ``max_tokens`` after a truncation. Across slots: start
-``quorum`` slots at once (one first when a margin gate may accept it alone, and then one in the
-other precision that may confirm it), then one at a time while undecided; stop as soon as the vote policy decides, no answer can reach the quorum, or the
+``quorum`` slots at once, then one at a time while undecided; when a margin gate may accept slot
+0 alone, slot 0 first. On a local model with measured noise floors the run goes one slot at a
+time and counts the unrun ballots the finished ones predict (``_predict``). Stop as soon as the
+vote policy decides (or the predicted vote is settled), no answer can reach the quorum, or the
 budget runs out.
 """
 
@@ -27,6 +29,7 @@ from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, N
 from ._gate import MarginGate, Margins
 from ._extract import shape_of
 from ._pipeline import Misreading, read
+from ._predict import Computation, Floors
 from ._prompt import build_input
 from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
 from ._result import Ballot, Result
@@ -88,6 +91,10 @@ class _Slot:
     faults: int = 0
     finished: bool = False
     fault: AccordError | None = None
+    computation: Computation | None = None  # where it computes (None: not predictable)
+    low: float = math.inf  # the smallest margin over its attempts
+    blind: bool = False  # an attempt without margins: predicts nothing
+    key: str | None = None  # its answer once finished valid
 
 
 def decide(
@@ -111,9 +118,11 @@ class _Run:
         self.gating = (
             self.gate is not None and bool(getattr(backend, "gives_margins", False)) and self.gate.floor_for(backend) is not None
         )
-        # A fragile slot 0 may be confirmed by slot 1 alone when slot 1 runs in the other precision.
-        self.confirm_floor = self._confirm_floor() if self.gating else None
-        self.confirm_key: str | None = None
+        # Unrun ballots the finished ones determine (local models with measured floors, early stop).
+        self.floors = (
+            Floors.of(backend, self.gate) if self.gating and self.vote.stop_rule is not None and not self.vote.fieldwise else None
+        )
+        self.predicted: dict[str, int] = {}
         constrains_for = getattr(backend, "constrains_for", None)
         constrains = constrains_for(schema) if callable(constrains_for) else getattr(backend, "constrains", False)
         self.hint = policy.hint and not constrains
@@ -174,14 +183,6 @@ class _Run:
             waits.append(self.t0 + self.policy.budget.max_seconds - now)
         return max(0.0, min(waits)) if waits else None
 
-    def _confirm_floor(self) -> float | None:
-        """The floor the float32 ballot of a confirming pair must clear, when the pair can confirm."""
-        second = self.policy.perturb.for_ballot(1) if self.policy.perturb is not None else None
-        floor = getattr(self.backend, "reference_floor", None)
-        if second is None or second.kind != "precision" or second.value is not None or not callable(floor):
-            return None
-        return floor()
-
     # -- scheduling --------------------------------------------------------------------------
 
     def schedule(self) -> None:
@@ -191,26 +192,27 @@ class _Run:
             return
         if self.gating and opened == 1 and not self.slots[0].finished:
             return  # the gate may accept slot 0 alone: wait for it
-        confirming = self.confirm_floor is not None
-        if confirming and opened == 2 and not self.slots[1].finished:
-            return  # slot 1, in the other precision, may confirm slot 0: wait for it
-        if self.gating and opened == 0:
-            target = 1
-        elif confirming and opened == 1:
-            target = 2
-        else:
-            target = self.quorum if self.vote.stop_rule else k
+        if self.gating and opened == 0 or self.floors is not None:
+            if all(slot.finished for slot in self.slots):
+                self.open()  # one at a time: each finished ballot may predict the rest
+            return
+        target = self.quorum if self.vote.stop_rule else k
         if opened < target:
             for _ in range(target - opened):
                 self.open()
         elif all(slot.finished for slot in self.slots):
             self.open()
 
+    def perturbation(self, index: int) -> Any:
+        return self.policy.perturb.for_ballot(index) if self.policy.perturb is not None else None
+
     def open(self) -> None:
         index = len(self.slots)
-        perturbation = self.policy.perturb.for_ballot(index) if self.policy.perturb is not None else None
+        perturbation = self.perturbation(index)
         request = self.request(index, None, self.policy.settings, perturbation)
         slot = _Slot(index, request)
+        if self.floors is not None:
+            slot.computation = self.floors.computation(perturbation)
         self.slots.append(slot)
         self.call(slot, request)
 
@@ -252,6 +254,10 @@ class _Run:
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             reading = Misreading("truncated", ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},))
         slot.outputs += 1
+        if margins.min_margin is None:
+            slot.blind = True
+        else:
+            slot.low = min(slot.low, margins.min_margin)
         common = dict(
             slot=slot.index, attempt=call.request.attempt, text=completion.text,
             finish_reason=completion.finish_reason, usage=usage, started=started, seconds=outcome.seconds,
@@ -266,6 +272,7 @@ class _Run:
         ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, **common)
         self.record(ballot)
         slot.finished = True
+        slot.key = reading.key
         self.counts[reading.key] = self.counts.get(reading.key, 0) + 1
         self.first.setdefault(reading.key, ballot)
         if self.vote.fieldwise:
@@ -274,19 +281,6 @@ class _Run:
             self.scores.setdefault(reading.key, []).append(completion.score)
         if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
             self.gate_key = reading.key
-        if self.confirm_floor is not None and slot.index == 1 and len(self.slots) == 2:
-            self.confirm(ballot)
-
-    def confirm(self, second: Ballot) -> None:
-        """Slot 0 was fragile; slot 1 ran in the other precision. Both precisions giving one answer,
-        and the float32 ballot clearing the floor of the other perturbations, settle it."""
-        first = next((b for b in self.ballots if b.slot == 0 and b.status == "valid"), None)
-        if first is None or first.key != second.key:
-            return
-        reference = [b for b in (first, second) if b.meta.get("dtype") == "float32"]
-        floor = self.confirm_floor or 0.0
-        if reference and all(b.min_margin is not None and b.min_margin >= floor for b in reference):
-            self.confirm_key = second.key
 
     def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading) -> None:
         if not self.policy.retry.again(slot.outputs, self.clock() - self.t0):
@@ -335,12 +329,13 @@ class _Run:
         """``(stopped_because, winner key)`` once the run is over, else None."""
         if self.gate_key is not None:
             return "gate", self.gate_key
-        if self.confirm_key is not None:
-            return "confirmed", self.confirm_key
         tally = self.tally()
         decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
         if decided:
             return decided
+        settled = self.settle()
+        if settled:
+            return settled
         if tally.hopeless and not (self.vote.fieldwise and tally.valid):
             return ("no quorum" if tally.valid else "no valid ballot"), None
         budget = self.policy.budget
@@ -350,6 +345,44 @@ class _Run:
         if over_time or over_tokens or stalled:
             return "budget", None
         return None
+
+    def settle(self) -> tuple[str, str | None] | None:
+        """The vote with the predicted ballots counted: settled once the leader holds the quorum
+        and cannot be caught, or hopeless once no answer can reach it."""
+        if self.floors is None:
+            return None
+        tally, extra, predicted = self.predict()
+        if not predicted:
+            return None
+        if tally.lead >= tally.quorum and tally.lead > tally.runner_up + tally.remaining:
+            self.predicted = extra
+            return "settled", self.vote.winner(tally, self.score_map())
+        if tally.hopeless:
+            return ("no quorum" if tally.valid else "no valid ballot"), None
+        return None
+
+    def predict(self) -> tuple[Tally, dict[str, int], int]:
+        """The tally with every unrun ballot that exactly one finished outcome predicts."""
+        assert self.floors is not None
+        sources = [s for s in self.slots if s.finished and s.fault is None and not s.blind and s.computation is not None]
+        counts, extra, predicted = dict(self.counts), {}, 0
+        for index in range(len(self.slots), self.vote.k):
+            here = self.floors.computation(self.perturbation(index))
+            if here is None:
+                continue
+            outcomes = set()
+            for source in sources:
+                distance = self.floors.distance(here, source.computation)  # type: ignore[arg-type]
+                if distance is not None and (distance == 0.0 or source.low > distance):
+                    outcomes.add(source.key)
+            if len(outcomes) == 1:
+                key = outcomes.pop()
+                predicted += 1
+                if key is not None:  # None: the same invalid output
+                    counts[key] = counts.get(key, 0) + 1
+                    extra[key] = extra.get(key, 0) + 1
+        done = sum(s.finished for s in self.slots) + predicted
+        return Tally(counts, done, self.vote.k, self.quorum), extra, predicted
 
     def decide_whole(self, tally: Tally) -> tuple[str, str | None] | None:
         reason = self.vote.decide(tally)
@@ -424,6 +457,7 @@ class _Run:
                 "seconds": round(self.clock() - self.t0, 6),
                 "k": self.vote.k,
                 "quorum": self.quorum,
+                **({"predicted": dict(self.predicted)} if self.predicted else {}),
                 **fields,
             },
         )

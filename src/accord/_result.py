@@ -68,7 +68,7 @@ class Result(Generic[T]):
     ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
     gate). ``agreement``: winner's votes / valid ballots. ``votes``: {canonical form: count}.
     ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
-    "confident", "k reached", "gate", "confirmed", "budget", "no quorum", "no valid ballot".
+    "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid ballot".
     ``data``: the value's JSON data. ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
     generation settings and the perturbations the ballots ran under.
     """

@@ -295,7 +295,7 @@ class TransformersBackend(Backend):
 
     def reference_floor(self) -> float | None:
         """The largest floor of the perturbations other than precision, at float32: what a
-        float32 ballot must clear to confirm a fragile answer. None when not known (no
+        float32 ballot must clear to predict the other float32 ballots. None when not known (no
         calibration is started for it)."""
         if self._reference_floors is None:  # looked up once: every gated run asks
             found = self.noise_floors() if self.dtype == "float32" else known_floors(self.fingerprint, "float32")
