@@ -465,3 +465,25 @@ def test_without_early_stopping_nothing_is_predicted():
     model = Measured([margined((5.0, 0.1))] * 5)
     result = Stabilizer(model, schema=Review, vote=Vote(k=5, early_stop=False, gate=accord.MarginGate())).run("q")
     assert result.calls == 5 and result.stopped_because == "k reached"
+
+
+def test_looping_finds_a_stretch_repeated_back_to_back():
+    from accord._retry import looping
+
+    cycle = "  #MariaLopez is 34, lives in Madrid, Spain."
+    assert looping('{"name": "Maria", "home": {"city": "Madrid, Spain}}}' + cycle * 3 + "  #Maria")
+    assert not looping('{"name": "Maria", "home": {"city": "Madrid, Spain}}}' + cycle + "  #Maria")
+    assert looping('{"answer": 3' + "0" * 40) and not looping('{"answer": 3' + "0" * 20)
+    assert looping(" " * 40) and not looping("")
+    assert not looping('{"items": ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "yuzu"')
+
+
+def test_a_truncated_loop_is_not_grown():
+    loop = Completion('{"stars": 5, "sentiment": "' + "so good " * 8, finish_reason="length")
+    model = models.scripted([loop, GOOD])
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=64).run("q")
+    assert len(model.requests) == 1 and caught.value.result.ballots[0].error["loop"] is True
+    grown = models.scripted([loop, GOOD])
+    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=Retry(grow_loops=True)).run("q")
+    assert result.value.stars == 4 and [r.settings.max_tokens for r in grown.requests] == [64, 128]

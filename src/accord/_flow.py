@@ -33,7 +33,7 @@ from ._predict import Computation, Floors
 from ._prompt import build_input
 from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
 from ._result import Ballot, Result
-from ._retry import Budget, Retry
+from ._retry import Budget, Retry, looping
 from ._schema import Schema, ValidationFailure
 from ._vote import Tally, Vote
 from .backends._function import backend_error
@@ -266,8 +266,11 @@ class _Run:
         )
         if isinstance(reading, Misreading):
             error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
+            loop = completion.finish_reason == "length" and looping(completion.text or "")
+            if loop:
+                error["loop"] = True  # cut off inside a repeated stretch: not grown
             self.record(Ballot(status="invalid", error=error, **common))
-            self.retry_output(slot, call, completion, reading)
+            self.retry_output(slot, call, completion, reading, loop)
             return
         ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, **common)
         self.record(ballot)
@@ -282,8 +285,8 @@ class _Run:
         if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
             self.gate_key = reading.key
 
-    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading) -> None:
-        if not self.policy.retry.again(slot.outputs, self.clock() - self.t0):
+    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading, loop: bool) -> None:
+        if not self.policy.retry.again(slot.outputs, self.clock() - self.t0) or loop and not self.policy.retry.grow_loops:
             slot.finished = True
             return
         request = call.request

@@ -30,7 +30,9 @@ class Retry:
     request carrying one feedback block. ``transport_attempts``: calls per ballot for transient
     backend faults (timeouts, 429, 5xx), spaced by ``wait`` (a tenacity wait; exponential with
     jitter by default) or the server's Retry-After, whichever is longer. A truncated output
-    (``finish_reason="length"``) is retried with ``max_tokens`` times ``grow_max_tokens``.
+    (``finish_reason="length"``) is retried with ``max_tokens`` times ``grow_max_tokens``, unless
+    it ends in a loop (``grow_loops=False``, the default): greedy decoding that repeats one stretch
+    back to back repeats it to any length, so more room buys nothing (see :func:`looping`).
     ``stop`` / ``transport_stop`` override the attempt counts with any tenacity stop.
     ``max_wait`` caps any single wait, a server's Retry-After included (seconds).
     """
@@ -42,6 +44,7 @@ class Retry:
     stop: Any = None
     transport_stop: Any = None
     max_wait: float = 60.0
+    grow_loops: bool = False
 
     def __post_init__(self) -> None:
         for name in ("attempts", "transport_attempts"):
@@ -66,6 +69,21 @@ class Retry:
         """Seconds to wait before the next try after ``faults`` transient faults."""
         wait = float(self.wait(_State(faults)))
         return min(max(wait, retry_after or 0.0), self.max_wait)
+
+
+def looping(text: str, repeats: int = 3, min_chars: int = 40, max_period: int = 200) -> bool:
+    """Does ``text`` end in one stretch repeated back to back, at least ``repeats`` times and over
+    at least ``min_chars`` characters (``"Spain.  #Maria is 34, ...Spain.  #Maria is 34, ..."``,
+    forty spaces, ``"3000000000..."``)? A cut-off greedy output that does has entered a loop."""
+    n = len(text)
+    for period in range(1, min(max_period, n // repeats) + 1):
+        span = max(period * repeats, min_chars)
+        if span > n:
+            continue
+        tail = text[n - span :]
+        if tail[period:] == tail[: span - period]:  # periodic with this period
+            return True
+    return False
 
 
 @dataclass(frozen=True)
