@@ -142,7 +142,8 @@ import importlib.util, json, sys, time
 import instructor, openai, pydantic
 job = json.load(sys.stdin)
 spec = importlib.util.spec_from_file_location("tasks", job["tasks"])
-tasks = importlib.util.module_from_spec(spec); spec.loader.exec_module(tasks)
+tasks = importlib.util.module_from_spec(spec); sys.modules["tasks"] = tasks  # so pydantic resolves `date`
+spec.loader.exec_module(tasks)
 client = instructor.from_openai(openai.OpenAI(base_url=job["url"], api_key="none", timeout=600), mode=instructor.Mode.JSON)
 calls = [0]
 client.on("completion:kwargs", lambda *a, **k: calls.__setitem__(0, calls[0] + 1))
@@ -191,7 +192,8 @@ def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Ca
     from accord.backends._openai_testserver import model_folder, serve
 
     outcomes: dict[tuple[str, str], Outcome] = {}
-    settings = {"mode": "JSON", "retries": INSTRUCTOR_RETRIES, "max_tokens": MAX_TOKENS, "temperature": 0}
+    settings = {"mode": "JSON", "retries": INSTRUCTOR_RETRIES, "max_tokens": MAX_TOKENS, "temperature": 0,
+                "harness": 2}  # 2: the task module registered, so pydantic resolves Day's `date`
     for condition in conditions:
         if condition not in SERVER_CONDITIONS:
             continue
