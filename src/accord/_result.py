@@ -66,7 +66,7 @@ class Result(Generic[T]):
 
     ``value`` is always a validated value (or None when the run failed without a plurality).
     ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
-    gate). ``agreement``: winner's votes / valid ballots. ``votes``: {canonical form: count}.
+    gate, or the ballots it predicted). ``agreement``: winner's votes / valid ballots run. ``votes``: {canonical form: count}.
     ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
     "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid ballot".
     ``data``: the value's JSON data. ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
