@@ -111,3 +111,14 @@ def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model
 def test_the_embedded_model_ships_its_noise_floor(local_model):
     floor = local_model.noise_floor()
     assert floor is not None and floor > 0
+
+
+def test_compute_dtype_names_where_each_ballot_computes():
+    from accord._perturb import compute_dtype
+
+    p = Perturb()  # precision, batch, attention, threads around float32
+    assert [compute_dtype("float32", p.for_ballot(i)) for i in range(5)] == ["float32", "bfloat16"] + ["float32"] * 3
+    assert [compute_dtype("bfloat16", p.for_ballot(i)) for i in range(5)] == ["bfloat16"] + ["float32"] * 4
+    own = Perturb(reference=None)
+    assert [compute_dtype("bfloat16", own.for_ballot(i)) for i in range(3)] == ["bfloat16", "float32", "bfloat16"]
+    assert compute_dtype("float32", Perturbation("precision", "float16")) == "float16"

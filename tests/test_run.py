@@ -487,3 +487,8 @@ def test_a_truncated_loop_is_not_grown():
     grown = models.scripted([loop, GOOD])
     result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=Retry(grow_loops=True)).run("q")
     assert result.value.stars == 4 and [r.settings.max_tokens for r in grown.requests] == [64, 128]
+
+
+def test_grow_loops_must_be_a_bool():
+    with pytest.raises(accord.ConfigError):
+        Retry(grow_loops="yes")

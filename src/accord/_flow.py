@@ -192,7 +192,7 @@ class _Run:
             return
         if self.gating and opened == 1 and not self.slots[0].finished:
             return  # the gate may accept slot 0 alone: wait for it
-        if self.gating and opened == 0 or self.floors is not None:
+        if (self.gating and opened == 0) or self.floors is not None:
             if all(slot.finished for slot in self.slots):
                 self.open()  # one at a time: each finished ballot may predict the rest
             return

@@ -56,6 +56,20 @@ class Perturbation:
         return self.describe()
 
 
+def compute_dtype(deployed: str, perturbation: Perturbation | None) -> str:
+    """The dtype a ballot under ``perturbation`` computes in, in a deployment in ``deployed``
+    (the one place that decides it: the local backend runs it, the vote predicts with it)."""
+    if perturbation is None:
+        return deployed
+    if perturbation.kind == "precision":
+        if perturbation.value is not None:
+            return str(perturbation.value).removeprefix("torch.")
+        if perturbation.reference is not None and deployed != perturbation.reference:
+            return perturbation.reference
+        return "bfloat16" if deployed == "float32" else "float32"
+    return perturbation.reference or deployed
+
+
 @dataclass(frozen=True)
 class Perturb:
     """The perturbations ballots 1, 2, ... run under, in turn (ballot 0 runs unperturbed).

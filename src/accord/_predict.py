@@ -28,9 +28,11 @@ the precision floor, and otherwise its float32 ballot settles the vote.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
-Computation = Tuple[Optional[str], bool]  # (compute dtype, under a small perturbation)
+from ._perturb import compute_dtype
+
+Computation = Tuple[str, bool]  # (compute dtype, under a small perturbation)
 
 SMALL = ("batch", "attention", "threads")
 
@@ -67,16 +69,10 @@ class Floors:
 
     def computation(self, perturbation: Any) -> Computation | None:
         """Where a ballot under ``perturbation`` computes (None: a kind whose floor is not measured)."""
-        if perturbation is None:
-            return (self.dtype, False)
-        if perturbation.value is not None:
+        if perturbation is not None and perturbation.value is not None:
             return None  # measured for the default neighbour and the other precision only
-        if perturbation.kind == "precision":
-            if perturbation.reference == "float32" and self.dtype not in ("float32", None):
-                return ("float32", False)
-            return (_other(self.dtype), False)
-        dtype = "float32" if perturbation.reference == "float32" and self.dtype is not None else self.dtype
-        return (dtype, True)
+        small = perturbation is not None and perturbation.kind != "precision"
+        return (compute_dtype(self.dtype or "an unknown dtype", perturbation), small)
 
     def distance(self, a: Computation, b: Computation) -> float | None:
         """A bound on how far the gaps of computation ``b`` can be from those of ``a``."""
@@ -95,9 +91,3 @@ class Floors:
                     return None
                 total += self.small[dtype]
         return total
-
-
-def _other(dtype: str | None) -> str:
-    if dtype is None:
-        return "the other precision"
-    return "bfloat16" if dtype == "float32" else "float32"

@@ -55,6 +55,8 @@ class Retry:
             raise ConfigError("Retry(grow_max_tokens=...) must be >= 1")
         if not self.max_wait >= 0:
             raise ConfigError("Retry(max_wait=...) must be >= 0 seconds")
+        if not isinstance(self.grow_loops, bool):
+            raise ConfigError(f"Retry(grow_loops=...) must be True or False, got {self.grow_loops!r}")
 
     def again(self, attempt: int, seconds: float) -> bool:
         """May a ballot that made ``attempt`` calls with invalid output try once more?"""

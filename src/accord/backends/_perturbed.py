@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .._perturb import Perturbation
+from .._perturb import Perturbation, compute_dtype
 
 NEIGHBOUR = (
     "Write a detailed travel guide for a week in the mountains: where to stay, which trails to walk "
@@ -38,12 +38,6 @@ class Prepared:
     model: Any
     inputs: dict[str, Any]
     width: int
-
-
-def other_precision(dtype: Any) -> Any:
-    import torch
-
-    return torch.bfloat16 if dtype == torch.float32 else torch.float32
 
 
 def twin(backend: Any, dtype: Any, source: bool = False) -> Any:
@@ -70,18 +64,15 @@ def _torch_dtype(name: Any) -> Any:
 
 
 def compute_model(backend: Any, perturbation: Perturbation) -> Any:
-    """The model a perturbed ballot runs on (see the module docstring)."""
+    """The model a perturbed ballot runs on (see the module docstring): the deployed one, or a
+    twin in the dtype ``compute_dtype`` names, loaded from the files when it is the reference."""
     model = backend.model
-    reference = _torch_dtype(perturbation.reference) if perturbation.reference else None
-    if perturbation.kind == "precision":
-        if perturbation.value:
-            return twin(backend, _torch_dtype(perturbation.value))
-        if reference is not None and model.dtype != reference:
-            return twin(backend, reference, source=True)
-        return twin(backend, other_precision(model.dtype))
-    if reference is not None and model.dtype != reference:
-        return twin(backend, reference, source=True)
-    return model
+    deployed = str(model.dtype).removeprefix("torch.")
+    dtype = compute_dtype(deployed, perturbation)
+    if perturbation.kind != "precision" and dtype == deployed:
+        return model
+    source = perturbation.value is None and dtype == perturbation.reference
+    return twin(backend, _torch_dtype(dtype), source=source)
 
 
 def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dict[str, Any]:
