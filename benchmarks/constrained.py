@@ -25,8 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 import accord
-from accord.backends._constrain import _CACHES, DEFAULT_ENGINES, Constrainer, Spec, strict
-from accord.backends._engines import CompileError
+from accord.backends.local._constrain import _CACHES, DEFAULT_ENGINES, Constrainer, Spec, strict
+from accord.backends.local._engines import CompileError
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "jsonschemabench"
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from pathlib import Path
 
 import accord
-from accord._request import Completion, Settings, Usage
+from accord._types import Completion, Settings, Usage
 from accord.backends._base import Backend
 
 # -- the cache -------------------------------------------------------------------------------------
@@ -122,6 +122,9 @@ class Deployment(Backend):
 
     def reference_floor(self) -> float | None:
         return self._floor("reference_floor")
+
+    def noise(self) -> accord.models.Noise:
+        return accord.models.Noise.measured(self.dtype, self.noise_floors(), self.reference_floor())
 
     def _floor(self, name: str) -> Any:
         key = Cache.digest(name, self.name)

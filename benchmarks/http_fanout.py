@@ -28,10 +28,13 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import accord
 from accord import Stabilizer, Vote, models
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: the test servers
 
 REUSE = "ACCORD_TEST_SERVER_URL"  # set by tests/conftest.py while its server runs
 Sentiment = Literal["positive", "negative"]
@@ -92,7 +95,7 @@ def main() -> int:
         seq_seconds, seq, fan_seconds, fan = measure(args.base_url, items, k, args)
         cb_line, start_line = "continuous batching: not checked (a running server)", f"server: {args.base_url}"
     else:
-        from accord.backends._openai_testserver import model_folder
+        from servers import model_folder
 
         try:
             folder = model_folder()
@@ -127,7 +130,7 @@ def measure(url: str, items: list[str], k: int, args: argparse.Namespace) -> tup
 
 def with_server(folder: str, items: list[str], k: int, args: argparse.Namespace, want_cb: bool) -> tuple[Any, str, float]:
     """Measure on a fresh server: with continuous batching first when asked, else without."""
-    from accord.backends._openai_testserver import serve
+    from servers import serve
 
     note = ""
     for cb in ([True, False] if want_cb else [False]):

@@ -42,15 +42,16 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: the test servers
 
 import tasks  # noqa: E402
 from generations import Cache, Deployment  # noqa: E402
 
 import accord  # noqa: E402
 from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
+from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
 from accord._prompt import build_input  # noqa: E402
-from accord._request import Settings  # noqa: E402
+from accord._types import Settings  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
@@ -189,7 +190,7 @@ def instructor_python() -> Path:
 
 def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Cache) -> tuple[dict[tuple[str, str], Outcome], str | None]:
     """Outcomes by (item id, condition) for the conditions a server can reproduce, or a skip reason."""
-    from accord.backends._openai_testserver import model_folder, serve
+    from servers import model_folder, serve
 
     outcomes: dict[tuple[str, str], Outcome] = {}
     settings = {"mode": "JSON", "retries": INSTRUCTOR_RETRIES, "max_tokens": MAX_TOKENS, "temperature": 0,

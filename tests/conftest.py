@@ -20,7 +20,7 @@ def openai_server() -> Iterator[str]:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"transformers serve needs the dev extra ({module} is missing)")
     import accord
-    from accord.backends._openai_testserver import model_folder, serve
+    from servers import model_folder, serve
 
     try:
         folder = model_folder()

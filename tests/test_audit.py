@@ -10,12 +10,12 @@ from typing import Literal
 import pytest
 
 from accord import Completion, models
-from accord._audit import Condition, raw_phase, stabilized_phase, summarize
-from accord._audit_input import Item, load_items
-from accord._audit_report import render_html, write_reports
+from accord.cli._audit import Condition, raw_phase, stabilized_phase, summarize
+from accord.cli._audit_input import Item, load_items
+from accord.cli._audit_report import render_html, write_reports
 from accord._errors import ConfigError, UnsupportedSchema
-from accord._metrics import MISSING
-from accord._request import Settings
+from accord.cli._metrics import MISSING
+from accord._types import Settings
 from accord._schema import Schema
 
 Colour = Literal["red", "green", "blue"]
@@ -114,7 +114,7 @@ def test_schema_resolves_from_the_current_directory(tmp_path: Path, monkeypatch:
 def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from accord._cli import app
+    from accord.cli._app import app
 
     result = CliRunner().invoke(app, ["audit", str(tmp_path / "missing.jsonl")])
     assert result.exit_code == 2
@@ -125,7 +125,7 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
 def test_cli_end_to_end_on_the_embedded_model(tmp_path: Path, local_model: object, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from accord._cli import app
+    from accord.cli._app import app
 
     (tmp_path / "audit_colours.py").write_text(
         "from typing import Literal\nColour = Literal['blue', 'green', 'white', 'red', 'black', 'yellow']\n")
@@ -155,7 +155,7 @@ def test_cli_end_to_end_on_the_embedded_model(tmp_path: Path, local_model: objec
 def test_cli_over_http_sends_concurrent_repeated_requests(tmp_path: Path, openai_server: str) -> None:
     from typer.testing import CliRunner
 
-    from accord._cli import app
+    from accord.cli._app import app
 
     prompts = tmp_path / "prompts.jsonl"
     rows = [{"id": "sky", "prompt": "What colour is the sky on a clear day? One word.", "gold": "blue"},

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 import accord
 from accord import Schema, Stabilizer, Vote, models
-from accord._pipeline import Reading, read
+from accord._read import Reading, read
 
 
 class Tagged(BaseModel):

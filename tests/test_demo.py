@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from accord._demo import TASKS, demo
+from accord.cli._demo import TASKS, demo
 
 pytestmark = pytest.mark.model
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from accord import Schema
-from accord._pipeline import Reading, read
+from accord._read import Reading, read
 from accord._schema import ValidationFailure
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench"

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
 from accord._canonical import canonical_key
-from accord._ledger import describe_policy, describe_schema
+from accord.ledger._ledger import describe_policy, describe_schema
 
 
 class Review(BaseModel):

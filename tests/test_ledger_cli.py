@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accord import InvalidOutput, Ledger, Stabilizer, Vote, models
-from accord._cli import app
+from accord.cli._app import app
 
 runner = CliRunner()
 

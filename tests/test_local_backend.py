@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 import accord
 from accord.backends._base import Backend
-from accord.backends._transformers import TransformersBackend
+from accord.backends.local._backend import TransformersBackend
 
 pytestmark = pytest.mark.model
 

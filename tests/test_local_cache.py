@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import accord
-from accord.backends import _local
+from accord.backends.local import _embedded as _local
 
 
 def test_missing_package_names_the_install_command(monkeypatch: Any) -> None:

@@ -12,9 +12,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import accord
-from accord.backends._constrain import choice_regex, engine_chain, spec_of, strict
-from accord.backends._engines import apply_bitmask
-from accord.backends._transformers import GrammarDeadEnd, StepRecorder
+from accord.backends.local._constrain import choice_regex, engine_chain, spec_of, strict
+from accord.backends.local._engines import apply_bitmask
+from accord.backends.local._backend import GrammarDeadEnd, StepRecorder
 
 
 class Inner(BaseModel):

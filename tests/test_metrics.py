@@ -1,5 +1,5 @@
 from accord import Stabilizer, Vote, models
-from accord._metrics import Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
+from accord.cli._metrics import Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 
 
 def test_total_agreement_rate():

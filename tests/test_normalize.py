@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from accord import Schema
 from accord._normalize import normalize
-from accord._pipeline import Misreading, Reading, read
+from accord._read import Misreading, Reading, read
 
 
 class Kind(str, Enum):

@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 import accord
 from accord import Request, Schema, Settings, Stabilizer, Vote, models
-from accord.backends import _openai_wire as wire
-from accord.backends._openai_caps import Capabilities
-from accord.backends._openai_errors import redact_url, scrub
+from accord.backends.openai import _wire as wire
+from accord.backends.openai._caps import Capabilities
+from accord.backends.openai._errors import redact_url, scrub
 
 GOOD = '{"name": "Alice", "age": 30}'
 KEY = "sk-live-SECRET0123456789"

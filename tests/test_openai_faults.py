@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 import accord
 from accord import Budget, Retry, Stabilizer, Vote, models
-from accord.backends._openai_caps import Capabilities
-from accord.backends._openai_errors import parse_retry_after, to_backend_error
+from accord.backends.openai._caps import Capabilities
+from accord.backends.openai._errors import parse_retry_after, to_backend_error
 
 GOOD = '{"name": "Alice", "age": 30}'
 FAST = Retry(wait=tenacity.wait_fixed(0.01), transport_attempts=4)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from accord import Request, Schema, Settings, Stabilizer, Vote, models
-from accord.backends._openai_caps import Capabilities
+from accord.backends.openai._caps import Capabilities
 
 pytestmark = pytest.mark.server
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 import accord
 from accord import MarginGate, Perturb, Perturbation, Stabilizer, Vote
-from accord._calibrate import gap_change, measure
+from accord.backends.local._calibrate import gap_change, measure
 
 pytestmark = pytest.mark.model
 

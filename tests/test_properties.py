@@ -15,7 +15,7 @@ import accord
 from accord import Schema, Stabilizer, Vote, models
 from accord._canonical import canonical_form, canonical_key
 from accord._normalize import normalize
-from accord._pipeline import Reading, read
+from accord._read import Reading, read
 
 
 class Address(BaseModel):

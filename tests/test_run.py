@@ -404,14 +404,8 @@ class Measured(accord.models.ScriptedBackend):
         super().__init__(items)
         self.dtype = dtype
 
-    def noise_floors(self):
-        return {"precision": 0.4, "batch": 0.01, "attention": 0.01, "threads": 0.0}
-
-    def noise_floor(self):
-        return max(self.noise_floors().values())
-
-    def reference_floor(self):
-        return 0.01
+    def noise(self):
+        return accord.models.Noise.measured(self.dtype, {"precision": 0.4, "batch": 0.01, "attention": 0.01, "threads": 0.0}, 0.01)
 
 
 def margined(margins, text=GOOD):

@@ -19,10 +19,10 @@ from ._errors import (
 )
 from ._canonical import Unordered
 from ._gate import MarginGate
-from ._ledger import Ledger
+from .ledger import Ledger
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._perturb import Perturb, Perturbation
-from ._request import Completion, Feedback, Request, Settings, Usage
+from ._types import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Grammar, Regex, Schema, ValidationFailure

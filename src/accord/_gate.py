@@ -8,9 +8,12 @@ fragile step would come out the same under that noise, so one call suffices.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._errors import ConfigError
+
+if TYPE_CHECKING:
+    from .backends._base import Backend
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,14 @@ class MarginGate:
         if self.floor is not None and (isinstance(self.floor, bool) or not self.floor >= 0):
             raise ConfigError(f"MarginGate(floor=...) must be >= 0 or None, got {self.floor!r}")
 
-    def floor_for(self, backend: Any) -> float | None:
-        """This gate's floor, else the backend's measured ``noise_floor`` (None when unknown)."""
+    def floor_for(self, backend: Backend | None) -> float | None:
+        """This gate's floor, else the floor of the backend's ``noise()`` (None when unknown)."""
         if self.floor is not None or backend is None:
             return self.floor
-        floor = getattr(backend, "noise_floor", None)
-        floor = floor() if callable(floor) else floor
-        return None if floor is None else float(floor)
+        noise = backend.noise()
+        return None if noise is None or noise.floor is None else float(noise.floor)
 
-    def check(self, margins: tuple[float, ...] | None, backend: Any = None) -> Margins:
+    def check(self, margins: tuple[float, ...] | None, backend: Backend | None = None) -> Margins:
         floor = self.floor_for(backend)
         if not margins:
             return Margins(None, None, floor, None)

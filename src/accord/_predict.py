@@ -28,9 +28,13 @@ the precision floor, and otherwise its float32 ballot settles the vote.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import TYPE_CHECKING, Any, Tuple
 
 from ._perturb import compute_dtype
+
+if TYPE_CHECKING:
+    from ._gate import MarginGate
+    from .backends._base import Backend
 
 Computation = Tuple[str, bool]  # (compute dtype, under a small perturbation)
 
@@ -47,24 +51,20 @@ class Floors:
     uniform: float | None = None  # a floor the user set: the distance between any two computations
 
     @classmethod
-    def of(cls, backend: Any, gate: Any) -> Floors | None:
+    def of(cls, backend: Backend, gate: MarginGate | None) -> Floors | None:
         """The floors a run can predict with, or None (a backend that is not local and perturbable)."""
-        if not getattr(backend, "perturbable", False):
+        if not backend.perturbable:
             return None  # repeated calls to a server are not bit-identical, and nothing is measured
-        dtype = getattr(backend, "dtype", None)
-        dtype = dtype if isinstance(dtype, str) else None
+        noise = backend.noise()
+        dtype = noise.dtype if noise is not None else None
         if gate is not None and gate.floor is not None:
             return cls(dtype, None, {}, uniform=float(gate.floor))
-        measured = getattr(backend, "noise_floors", None)
-        floors = measured() if callable(measured) else None
-        if not floors or dtype is None:
+        if noise is None or not noise.floors or dtype is None:
             return None
+        floors = noise.floors
         small = {dtype: max((v for k, v in floors.items() if k in SMALL), default=0.0)}
-        if dtype != "float32":
-            reference = getattr(backend, "reference_floor", None)
-            found = reference() if callable(reference) else None
-            if found is not None:
-                small["float32"] = float(found)
+        if dtype != "float32" and noise.reference is not None:
+            small["float32"] = float(noise.reference)
         return cls(dtype, floors.get("precision"), small)
 
     def computation(self, perturbation: Any) -> Computation | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ._request import Feedback, Message, Prompt
+from ._types import Feedback, Message, Prompt
 from ._schema import Schema
 
 _MAX_FEEDBACK_ERRORS = 8

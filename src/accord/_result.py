@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._request import Usage
+from ._types import Usage
 
 if TYPE_CHECKING:
     from ._errors import AccordError

@@ -9,17 +9,17 @@ import sys
 import threading
 from typing import Any, Awaitable, Callable, Generic, Iterable, Sequence, TypeVar, overload
 
-from ._drive import adrive, drive
+from .run._drive import adrive, drive
 from ._errors import AccordError, ConfigError
-from ._flow import Policy, decide
+from .run._loop import Policy, decide
 from ._gate import MarginGate
 from ._perturb import Perturb
-from ._request import Prompt, Settings, Usage
+from ._types import Prompt, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Schema
 from ._vote import Vote
-from .backends._base import Backend
+from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
 
 T = TypeVar("T")
@@ -67,14 +67,11 @@ class Stabilizer(Generic[T]):
         perturb: Any = None,
         ledger: Any = None,
     ) -> None:
-        if isinstance(model, Backend):
-            self.model = model
-        elif callable(model) and hasattr(model, "generate"):
-            self.model = model
+        self.model: Backend
+        if isinstance(model, Backend) or hasattr(model, "generate"):
+            self.model = as_backend(model)
         elif callable(model):
             self.model = FunctionBackend(model)
-        elif hasattr(model, "generate"):
-            self.model = model
         else:
             raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
         self.schema: Schema[T] = Schema.of(schema)
@@ -95,7 +92,7 @@ class Stabilizer(Generic[T]):
             plurality=on_no_consensus == "plurality",
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
-            perturb=perturb if perturb is not None else (Perturb() if getattr(self.model, "perturbable", False) else None),
+            perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
         )
         for fn in self.policy.normalizers:
             if not callable(fn):
@@ -208,7 +205,7 @@ def _deliver(result: Result[T]) -> Result[T]:
 
 def _failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
     error = exc if isinstance(exc, AccordError) else AccordError(f"{type(exc).__name__}: {exc}")
-    return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, getattr(stab.model, "fingerprint", ""), error=error)
+    return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, stab.model.fingerprint, error=error)
 
 
 def _check_prompt(prompt: Any) -> Prompt:

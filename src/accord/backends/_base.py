@@ -1,31 +1,91 @@
-"""The one narrow boundary every backend implements."""
+"""The backend boundary: everything the core asks of a model, declared here with its default.
+
+The core (the run loop, the gate, the predictor, the Stabilizer) reads a backend only through
+what :class:`Backend` declares below; it never ``getattr``s one. A backend implements
+``generate(request) -> Completion`` and overrides only what it knows better:
+
+    generate(request)         one model call (required)
+    agenerate(request)        its async twin (default: ``generate`` in a daemon worker thread)
+    constrains                the backend enforces the schema itself (default False)
+    constrains_for(schema)    ... for this schema (default: ``constrains``)
+    blocking                  False only for a backend that returns at once (default True)
+    fingerprint               the logical model identity, in ledger keys (default "unknown")
+    gives_margins             ``Completion.margins`` are filled in (default False)
+    perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
+    default_max_tokens        the output budget when the run sets none (default 512)
+    noise()                   how far numeric noise moves its logits, or None (default None)
+    map_error(exc)            an exception from ``generate`` as an accord error (default below)
+    describe()                facts recorded on every Result
+
+An object with ``generate`` that is not a Backend is wrapped by :func:`as_backend`, which reads
+these names from it once, at the boundary.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .._request import Completion, Request
-from .._threads import spawn
+from .._errors import AccordError, BackendError
+from .._types import Completion, Request
+from ..run._threads import spawn
+
+if TYPE_CHECKING:
+    from .._schema import Schema
+
+DEFAULT_MAX_TOKENS = 512
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What a backend knows of its own numeric noise, in logits (``accord calibrate`` measures it).
+
+    ``floor``: the margin gate's floor; a decoding step whose margin is below it is fragile.
+    ``dtype``: the deployment's compute dtype. ``floors``: the floor of each perturbation kind
+    in that dtype (``precision``: against the other precision). ``reference``: at float32, the
+    largest floor of the perturbations other than precision (what a float32 ballot must clear to
+    predict the other float32 ballots); None when not known. Only ``floor`` is needed for the
+    gate; prediction needs ``dtype`` and ``floors`` as well.
+    """
+
+    floor: float | None
+    dtype: str | None = None
+    floors: Mapping[str, float] = field(default_factory=dict)
+    reference: float | None = None
+
+    @classmethod
+    def measured(cls, dtype: str | None, floors: Mapping[str, float], reference: float | None = None) -> Noise:
+        """The noise of a deployment with measured floors: the gate's floor is the largest."""
+        return cls(max(floors.values()) if floors else None, dtype, dict(floors), reference)
+
+
+def backend_error(exc: BaseException) -> AccordError:
+    """An exception raised by a model call as an accord error (transient faults are retryable)."""
+    if isinstance(exc, AccordError):
+        return exc
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    status = status if isinstance(status, int) else None
+    retryable = isinstance(exc, (TimeoutError, ConnectionError)) or status in _RETRYABLE_STATUS
+    error = BackendError(f"{type(exc).__name__}: {exc}", retryable=retryable, status=status)
+    error.__cause__ = exc
+    return error
 
 
 class Backend:
-    """A model accord can call.
+    """A model accord can call; see the module docstring for the whole surface.
 
-    A backend implements ``generate(request) -> Completion``; ``agenerate`` defaults to running
-    ``generate`` in a daemon worker thread, so a hanging call can be abandoned when the budget ends.
-    It maps its own errors to :class:`~accord.BackendError` at this boundary.
-
-    Class attributes:
-      ``constrains``: True when the backend enforces the schema itself (grammar decoding); when
-        False, accord puts a short rendering of the schema in the prompt.
-      ``blocking``: False only for backends that return at once (the scripted test double); the
-        sync driver then calls them inline instead of in a worker thread.
+    It maps its own errors to :class:`~accord.BackendError` at this boundary (``map_error``
+    catches what slips through).
     """
 
-    constrains: ClassVar[bool] = False
-    blocking: ClassVar[bool] = True
+    constrains: bool = False
+    blocking: bool = True
     fingerprint: str = "unknown"
+    gives_margins: bool = False
+    perturbable: bool = False
+    default_max_tokens: int = DEFAULT_MAX_TOKENS
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError
@@ -35,6 +95,59 @@ class Backend:
             return self.generate(request)
         return await asyncio.wrap_future(spawn(self.generate, request))
 
+    def constrains_for(self, schema: Schema[Any]) -> bool:
+        """Whether this schema's shape is enforced by the backend (else the prompt carries it)."""
+        return self.constrains
+
+    def noise(self) -> Noise | None:
+        """The measured (or given) numeric noise of this deployment; None when unknown."""
+        return None
+
+    def map_error(self, exc: BaseException) -> AccordError:
+        """An exception from a call as an accord error (see :func:`backend_error`)."""
+        return backend_error(exc)
+
     def describe(self) -> dict[str, object]:
         """Backend facts recorded on every Result (JSON-serializable)."""
         return {"backend": type(self).__name__, "fingerprint": self.fingerprint}
+
+
+class Adapted(Backend):
+    """A model object with ``generate`` that is not a :class:`Backend`: its surface, read once."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        kind = type(inner)
+        self.fingerprint = str(getattr(inner, "fingerprint", None) or f"{kind.__module__}:{kind.__qualname__}")
+        self.constrains = bool(getattr(inner, "constrains", False))
+        self.blocking = bool(getattr(inner, "blocking", True))
+        self.gives_margins = bool(getattr(inner, "gives_margins", False))
+        self.default_max_tokens = int(getattr(inner, "default_max_tokens", DEFAULT_MAX_TOKENS))
+        floor = getattr(inner, "noise_floor", None)
+        floor = floor() if callable(floor) else floor
+        self._noise = Noise(float(floor)) if isinstance(floor, (int, float)) and not isinstance(floor, bool) else None
+        self._constrains_for = getattr(inner, "constrains_for", None)
+        self._agenerate = getattr(inner, "agenerate", None)
+        self._describe = getattr(inner, "describe", None)
+
+    def generate(self, request: Request) -> Completion:
+        return self.inner.generate(request)  # type: ignore[no-any-return]  # a user object: typed by its use
+
+    async def agenerate(self, request: Request) -> Completion:
+        if callable(self._agenerate):
+            return await self._agenerate(request)  # type: ignore[no-any-return]  # a user object
+        return await super().agenerate(request)
+
+    def constrains_for(self, schema: Schema[Any]) -> bool:
+        return bool(self._constrains_for(schema)) if callable(self._constrains_for) else self.constrains
+
+    def noise(self) -> Noise | None:
+        return self._noise
+
+    def describe(self) -> dict[str, object]:
+        return dict(self._describe()) if callable(self._describe) else super().describe()
+
+
+def as_backend(model: Any) -> Backend:
+    """``model`` as a Backend: itself, or an :class:`Adapted` wrapper around an object with ``generate``."""
+    return model if isinstance(model, Backend) else Adapted(model)

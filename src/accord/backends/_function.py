@@ -7,24 +7,9 @@ import inspect
 import time
 from typing import Any, Callable
 
-from .._errors import AccordError, BackendError
-from .._request import Completion, Request, Usage
-from ._base import Backend
-
-_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-def backend_error(exc: BaseException) -> AccordError:
-    """Map an exception raised by user code to a BackendError (transient faults are retryable)."""
-    if isinstance(exc, AccordError):
-        return exc
-    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
-    status = status if isinstance(status, int) else None
-    retryable = isinstance(exc, (TimeoutError, ConnectionError)) or status in _RETRYABLE_STATUS
-    error = BackendError(f"{type(exc).__name__}: {exc}", retryable=retryable, status=status)
-    error.__cause__ = exc
-    return error
-
+from .._errors import BackendError
+from .._types import Completion, Request, Usage
+from ._base import Backend, backend_error
 
 class FunctionBackend(Backend):
     """Calls ``fn(prompt)`` (or ``fn(prompt, request=request)`` when fn accepts ``request=``).

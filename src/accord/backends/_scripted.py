@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._errors import BackendError
-from .._request import Completion, Request, Usage
+from .._types import Completion, Request, Usage
 from ._base import Backend
 
 

@@ -9,9 +9,9 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from . import models
-from ._stabilizer import Stabilizer
-from ._vote import Vote
+from .. import models
+from .._stabilizer import Stabilizer
+from .._vote import Vote
 
 
 class Review(BaseModel):

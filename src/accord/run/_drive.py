@@ -7,8 +7,8 @@ import time
 from concurrent import futures
 from typing import Any, Generator, Sequence
 
-from ._flow import Call, Outcome, Step
-from ._result import Result
+from ._loop import Call, Outcome, Step
+from .._result import Result
 from ._threads import spawn
 
 Flow = Generator[Step, Sequence[Outcome], Result[Any]]
@@ -32,7 +32,7 @@ async def _acall(backend: Any, call: Call, limit: asyncio.Semaphore | None) -> O
 
 
 def _submit(backend: Any, call: Call) -> futures.Future[Outcome]:
-    if getattr(backend, "blocking", True):
+    if backend.blocking:
         return spawn(_call, backend, call)  # a daemon thread: a hung call can be abandoned
     done: futures.Future[Outcome] = futures.Future()
     done.set_result(_call(backend, call))

@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import typer
 
-from ._errors import LedgerError
-from ._ledger import Ledger, default_path
+from .._errors import LedgerError
+from ..ledger._ledger import Ledger, default_path
 
 app = typer.Typer(help="Inspect the decision ledger (accepted answers, every run and ballot).", no_args_is_help=True)
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ._audit_input import Item
-from ._errors import AccordError, OutputError
+from .._errors import AccordError, OutputError
 from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
-from ._perturb import Perturbation
-from ._pipeline import Reading, read
-from ._prompt import build_input
-from ._request import Completion, Request, Settings
-from ._stabilizer import Stabilizer
+from .._perturb import Perturbation
+from .._read import Reading, read
+from .._prompt import build_input
+from .._types import Completion, Request, Settings
+from .._stabilizer import Stabilizer
 
 Tick = Callable[[], None]
 
@@ -280,7 +280,7 @@ def _phase_metrics(
 
 def measured_floors(conditions: Sequence[Condition]) -> dict[str, dict[str, float]]:
     """The noise floor per perturbation kind, per dtype (what the margin gate compares with)."""
-    from ._calibrate import noise_floors
+    from ..backends.local._calibrate import noise_floors
 
     floors: dict[str, dict[str, float]] = {}
     for condition in conditions:
@@ -313,19 +313,19 @@ class Target:
 
 def open_target(model: str, model_name: str | None = None, *, quick: bool = False) -> Target:
     """``local`` | ``transformers:PATH`` | ``openai:BASE_URL`` (with ``model_name``)."""
-    from ._errors import ConfigError
+    from .._errors import ConfigError
 
     kind, _, where = model.partition(":")
     if kind == "local" and not where:
-        from . import models
+        from .. import models
 
         return Target("local (embedded SmolLM2-135M-Instruct)", tuple(local_conditions(lambda d, **kw: models.local(dtype=d, **kw), quick=quick)))
     if kind == "transformers" and where:
-        from . import models
+        from .. import models
 
         return Target(f"transformers:{where}", tuple(local_conditions(lambda d, **kw: models.transformers(where, dtype=d, **kw), quick=quick)))
     if kind == "openai" and where:
-        from . import models
+        from .. import models
 
         return Target(f"openai:{where} ({model_name or 'server default'})", http=models.openai(base_url=where, model=model_name or None, logprobs=True))
     raise ConfigError(f"--model {model!r}: expected local, transformers:PATH or openai:BASE_URL")

@@ -25,8 +25,8 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .._errors import ConfigError, UnsupportedSchema
-from .._schema import Schema
+from ..._errors import ConfigError, UnsupportedSchema
+from ..._schema import Schema
 from ._engines import ENGINES, CompileError, Engine, Worker
 
 DEFAULT_ENGINES = ("llguidance", "xgrammar", "outlines_core")

@@ -21,11 +21,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from . import models
-from ._errors import AccordError, ModelNotInstalled
-from ._perturb import Perturb
-from ._request import Settings
-from ._stabilizer import Stabilizer
+from .. import models
+from .._errors import AccordError, ModelNotInstalled
+from .._perturb import Perturb
+from .._types import Settings
+from .._stabilizer import Stabilizer
 
 RAW_TOKENS = 24
 

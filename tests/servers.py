@@ -46,12 +46,8 @@ def model_folder() -> str:
     Found without loading the model when the local backend allows (the converted folder is
     built once and cached); raises :class:`~accord.ModelNotInstalled` when the model is missing.
     """
-    try:
-        from ._local import converted_folder, find_gguf
-    except ImportError:  # a local backend without these helpers: load it for its path
-        from accord import models
+    from accord.backends.local._embedded import converted_folder, find_gguf
 
-        return str(models.local().path)
     return str(converted_folder(find_gguf())[0])
 
 

@@ -84,7 +84,7 @@ def print_report(audit: dict[str, Any], console: Any = None) -> None:
 
 def write_reports(audit: dict[str, Any], out: Path) -> tuple[Path, Path]:
     """report.json and report.html in ``out``; the plots need matplotlib (the ``report`` extra)."""
-    from ._errors import ConfigError
+    from .._errors import ConfigError
 
     try:
         import matplotlib  # noqa: F401
@@ -200,8 +200,8 @@ def audit_command(prompts: str, model: str, model_name: str | None, schema: str 
 
     from ._audit import FULL_TOKENS, QUICK_TOKENS, http_raw_phase, http_stabilized_phase, measured_floors, open_target, raw_phase, stabilized_phase, summarize
     from ._audit_input import load_items
-    from ._errors import ConfigError
-    from ._request import Settings
+    from .._errors import ConfigError
+    from .._types import Settings
 
     if runs < 2:
         raise ConfigError(f"--runs must be at least 2, got {runs}")

@@ -28,11 +28,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .._errors import AccordError, BackendError, ConfigError, ModelNotInstalled
-from .._request import Completion, Prompt, Request, Settings, Usage
-from ._base import Backend
-from .._calibrate import known_floors, noise_floors
-from .._perturb import Perturbation
+from ..._errors import AccordError, BackendError, ConfigError, ModelNotInstalled
+from ..._types import Completion, Prompt, Request, Settings, Usage
+from .._base import Backend, Noise
+from ._calibrate import known_floors, noise_floors
+from ..._perturb import Perturbation
 from ._perturbed import perturbed
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 
@@ -157,6 +157,7 @@ class TransformersBackend(Backend):
         self._constrainer: Constrainer | None = None
         self._floors: dict[str, float] | None = None
         self._reference_floors: dict[str, float] | None = None
+        self._noise: Noise | None = None
         self.condition = condition  # a deployment condition on every call (the audit's "busy server")
 
     # -- identity ---------------------------------------------------------------------------------
@@ -277,6 +278,12 @@ class TransformersBackend(Backend):
             score=sum(logprobs) / len(logprobs) if logprobs else None,
             meta=meta,
         )
+
+    def noise(self) -> Noise:
+        """This deployment's measured floors (see :meth:`noise_floors`), in the form the core reads."""
+        if self._noise is None:
+            self._noise = Noise.measured(self.dtype, self.noise_floors(), self.reference_floor())
+        return self._noise
 
     def noise_floor(self) -> float | None:
         """The largest logit-gap change the perturbations cause, for this model and dtype.

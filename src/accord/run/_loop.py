@@ -22,26 +22,25 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Generator, Sequence
 
-from . import _fieldwise as fieldwise
-from ._canonical import canonical_form, canonical_key
-from .determinism import environment
-from ._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
-from ._gate import MarginGate, Margins
-from ._extract import shape_of
-from ._pipeline import Misreading, read
-from ._predict import Computation, Floors
-from ._prompt import build_input
-from ._request import Completion, Feedback, Prompt, Request, Settings, Usage
-from ._result import Ballot, Result
-from ._retry import Budget, Retry, looping
-from ._schema import Schema, ValidationFailure
-from ._vote import Tally, Vote
-from .backends._function import backend_error
+from .. import _fieldwise as fieldwise
+from .._canonical import canonical_form, canonical_key
+from ..determinism import environment
+from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
+from .._gate import MarginGate, Margins
+from .._extract import shape_of
+from .._read import Misreading, read
+from .._predict import Computation, Floors
+from .._prompt import build_input
+from .._types import Completion, Feedback, Prompt, Request, Settings, Usage
+from .._result import Ballot, Result
+from .._retry import Budget, Retry, looping
+from .._schema import Schema, ValidationFailure
+from .._vote import Tally, Vote
+from ..backends._base import Backend
 
 log = logging.getLogger("accord")
 
 FAILED = {"no quorum", "no valid ballot", "budget"}  # any other reason (a stop rule's own too) accepts
-DEFAULT_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ class _Slot:
 def decide(
     prompt: Prompt,
     schema: Schema[Any],
-    backend: Any,
+    backend: Backend,
     policy: Policy,
     clock: Callable[[], float] = time.monotonic,
 ) -> Generator[Step, Sequence[Outcome], Result[Any]]:
@@ -109,23 +108,21 @@ def decide(
 
 
 class _Run:
-    def __init__(self, prompt: Prompt, schema: Schema[Any], backend: Any, policy: Policy, clock: Callable[[], float]):
+    def __init__(self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float]):
         self.prompt, self.schema, self.backend, self.policy, self.clock = prompt, schema, backend, policy, clock
         self.vote = policy.vote
         self.quorum = self.vote.needed
         self.gate: MarginGate | None = self.vote.gate
         # The gate runs slot 0 alone only when it can certify it: margins and a known floor.
         self.gating = (
-            self.gate is not None and bool(getattr(backend, "gives_margins", False)) and self.gate.floor_for(backend) is not None
+            self.gate is not None and backend.gives_margins and self.gate.floor_for(backend) is not None
         )
         # Unrun ballots the finished ones determine (local models with measured floors, early stop).
         self.floors = (
             Floors.of(backend, self.gate) if self.gating and self.vote.stop_rule is not None and not self.vote.fieldwise else None
         )
         self.predicted: dict[str, int] = {}
-        constrains_for = getattr(backend, "constrains_for", None)
-        constrains = constrains_for(schema) if callable(constrains_for) else getattr(backend, "constrains", False)
-        self.hint = policy.hint and not constrains
+        self.hint = policy.hint and not backend.constrains_for(schema)
         self.shape = shape_of(schema)
         self.t0 = clock()
         self.slots: list[_Slot] = []
@@ -240,7 +237,7 @@ class _Run:
         slot = self.slots[call.slot]
         started = max(0.0, now - self.t0 - outcome.seconds)
         if outcome.completion is None:
-            self.fault(slot, call, backend_error(outcome.error or RuntimeError("no completion")), outcome, started)
+            self.fault(slot, call, self.backend.map_error(outcome.error or RuntimeError("no completion")), outcome, started)
             return
         completion = outcome.completion
         usage = completion.usage
@@ -292,7 +289,7 @@ class _Run:
         request = call.request
         if completion.finish_reason == "length":
             # Truncated: same question, more room; not re-asked with feedback.
-            current = request.settings.max_tokens or getattr(self.backend, "default_max_tokens", DEFAULT_MAX_TOKENS)
+            current = request.settings.max_tokens or self.backend.default_max_tokens
             grown = math.ceil(current * self.policy.retry.grow_max_tokens)
             self.call(slot, request.with_settings(max_tokens=grown))
             return
@@ -448,7 +445,7 @@ class _Run:
             stopped_because=reason,
             usage=self.usage,
             schema=self.schema.name,
-            fingerprint=str(getattr(self.backend, "fingerprint", "")),
+            fingerprint=self.backend.fingerprint,
             key=winner if found else None,
             error=error,
             field_agreement=self.field_agreement if self.vote.fieldwise else None,
@@ -501,9 +498,8 @@ def _describe(value: Any) -> Any:
     return describe() if callable(describe) else value
 
 
-def _describe_backend(backend: Any) -> dict[str, Any]:
-    describe = getattr(backend, "describe", None)
+def _describe_backend(backend: Backend) -> dict[str, Any]:
     try:
-        return dict(describe()) if callable(describe) else {"backend": type(backend).__name__}
+        return dict(backend.describe())
     except Exception:  # describing must never lose a result
         return {"backend": type(backend).__name__}

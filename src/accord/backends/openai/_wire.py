@@ -18,11 +18,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .._prompt import build_input
-from .._request import Completion, Message, Request, Usage
-from .._schema import Schema
-from ._openai_caps import Known
-from ._openai_errors import Malformed
+from ..._prompt import build_input
+from ..._types import Completion, Message, Request, Usage
+from ..._schema import Schema
+from ._caps import Known
+from ._errors import Malformed
 
 #: Parameters a server may refuse, which accord then stops sending (``max_tokens`` is renamed).
 DROPPABLE = ("temperature", "seed", "response_format", "logprobs", "top_logprobs", "top_p", "top_k", "max_tokens")

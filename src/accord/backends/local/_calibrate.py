@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ._perturb import KINDS, Perturbation
+from ..._perturb import KINDS, Perturbation
 
 log = logging.getLogger("accord")
 
-SHIPPED = Path(__file__).parent / "data" / "noise_floors.json"
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "noise_floors.json"
 STEPS = 24
 TOP = 10
 PROMPTS = (
@@ -46,7 +46,7 @@ def measure(backend: Any, kinds: Sequence[str] = KINDS, prompts: Sequence[str] =
     """``{perturbation kind: floor}`` for this backend's model and dtype (largest delta seen)."""
     import torch
 
-    from .backends._perturbed import perturbed
+    from ._perturbed import perturbed
 
     floors = {kind: 0.0 for kind in kinds}
     model = backend.model

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .._perturb import Perturbation, compute_dtype
+from ..._perturb import Perturbation, compute_dtype
 
 NEIGHBOUR = (
     "Write a detailed travel guide for a week in the mountains: where to stay, which trails to walk "

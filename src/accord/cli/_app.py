@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ._ledger_cli import app as ledger_app
+from ._ledger import app as ledger_app
 
 app = typer.Typer(help="accord: stable, validated answers from fluctuating LLM output.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -34,8 +34,8 @@ def calibrate(
     """Measure the embedded model's noise floors (what the margin gate compares margins with)."""
     from pathlib import Path
 
-    from . import models
-    from ._calibrate import SHIPPED, calibrate as run
+    from .. import models
+    from ..backends.local._calibrate import SHIPPED, calibrate as run
 
     backends = [models.local(dtype=d) for d in dtype]
     table = run(backends, Path(out) if out else SHIPPED)
@@ -58,7 +58,7 @@ def audit(
 ) -> None:
     """Measure how much a model's answers fluctuate, raw and through accord."""
     from ._audit_report import audit_command
-    from ._errors import AccordError
+    from .._errors import AccordError
 
     try:
         audit_command(prompts, model, model_name or None, schema or None, runs, out or None, quick)
@@ -70,7 +70,7 @@ def audit(
 @app.command()
 def version() -> None:
     """Print accord's version."""
-    from . import __version__
+    from .. import __version__
 
     typer.echo(__version__)
 

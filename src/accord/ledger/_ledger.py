@@ -31,11 +31,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, TypeVar
 
-from ._canonical import canonical_key
-from ._errors import ConfigError, LedgerError
-from ._request import Usage
-from ._result import Ballot, Result
-from ._schema import Schema
+from .._canonical import canonical_key
+from .._errors import ConfigError, LedgerError
+from .._types import Usage
+from .._result import Ballot, Result
+from .._schema import Schema
 
 log = logging.getLogger("accord")
 T = TypeVar("T")

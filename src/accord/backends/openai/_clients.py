@@ -20,8 +20,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigError
-from ._openai_errors import redact_url, url_secrets
+from ..._errors import ConfigError
+from ._errors import redact_url, url_secrets
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "unused"  # local servers need no key, but the client insists on one

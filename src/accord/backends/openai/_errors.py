@@ -25,7 +25,7 @@ import time
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from .._errors import BackendError
+from ..._errors import BackendError
 
 _RETRYABLE = {408, 409, 425, 429}
 _DETAIL = 300

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import AccordError, ConfigError, UnsupportedSchema
-from ._pipeline import Reading, read
-from ._request import Prompt
-from ._schema import Schema
+from .._errors import AccordError, ConfigError, UnsupportedSchema
+from .._read import Reading, read
+from .._types import Prompt
+from .._schema import Schema
 
 DEFAULT_SCHEMA = "str"
 _BUILTINS = {"str": str, "int": int, "float": float, "bool": bool}

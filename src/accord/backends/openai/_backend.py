@@ -36,13 +36,13 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator
 
-from .._errors import BackendError, ConfigError
-from .._request import Completion, Request, Usage
-from . import _openai_wire as wire
-from ._base import Backend
-from ._openai_caps import SHARED, Capabilities, Known
-from ._openai_clients import Server, servers_from
-from ._openai_errors import guard_logs, to_backend_error
+from ..._errors import BackendError, ConfigError
+from ..._types import Completion, Request, Usage
+from . import _wire as wire
+from .._base import Backend, Noise
+from ._caps import SHARED, Capabilities, Known
+from ._clients import Server, servers_from
+from ._errors import guard_logs, to_backend_error
 
 log = logging.getLogger("accord.openai")
 
@@ -188,6 +188,10 @@ class OpenAIBackend(Backend):
         if not self.logprobs or self.noise_floor is None:
             return False
         return all(known is None or known.logprobs not in ("ignored", "rejected") for known in self._known_all())
+
+    def noise(self) -> Noise | None:
+        """The ``noise_floor`` given (nothing is measured for a server unless it is given)."""
+        return None if self.noise_floor is None else Noise(float(self.noise_floor))
 
     @property  # type: ignore[override]
     def fingerprint(self) -> str:

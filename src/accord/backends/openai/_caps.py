@@ -5,7 +5,7 @@ Servers differ: some reject ``temperature`` or ``seed`` (HTTP 400/422), some acc
 not. accord learns this from the answers it gets, once per server and model, and sends each
 server only what it honours. The memory is process-wide by default (a new backend for the same
 server starts from what the last one learned) and thread-safe; pass ``capabilities=Capabilities()``
-to an :class:`~accord.backends._openai.OpenAIBackend` to keep it private.
+to an :class:`~accord.backends.openai._backend.OpenAIBackend` to keep it private.
 
     Known.rejected          parameters the server refused (they are no longer sent)
     Known.response_format   None (unknown), "honoured", "ignored" or "rejected"

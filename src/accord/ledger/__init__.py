@@ -1,0 +1,5 @@
+"""The decision ledger: once accord has accepted an answer, the same request gets it again."""
+
+from ._ledger import Ledger, default_path
+
+__all__ = ["Ledger", "default_path"]
