@@ -4,13 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean bench
+.PHONY: demo test lint setup clean bench
 
 demo: $(STAMP)
 	$(VENV)/bin/accord demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# ruff over everything, mypy --strict over src/accord (both configured in pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/mypy
 
 setup: $(STAMP)
 

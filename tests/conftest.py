@@ -1,4 +1,9 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the ``slow`` mark: ``pytest -m "not slow"`` is the fast inner loop.
+
+A test is slow when it uses the real model or a real server (the ``model`` and ``server`` marks,
+or the ``local_model`` / ``openai_server`` fixtures), or lives in a file that runs benchmarks,
+examples or the demo.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,21 @@ import os
 from typing import Any, Iterator
 
 import pytest
+
+
+SLOW_MARKS = ("model", "server", "slow")
+SLOW_FIXTURES = {"local_model", "openai_server"}
+SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if (
+            any(item.get_closest_marker(mark) for mark in SLOW_MARKS)
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.path.name in SLOW_FILES
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
