@@ -1,14 +1,15 @@
-"""The two drivers of the run loop: they only call the backend and wait; ``_flow`` decides."""
+"""The two drivers of the run loop: they only call the backend and wait; ``_loop`` decides."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Generator, Sequence
 from concurrent import futures
-from typing import Any, Generator, Sequence
+from typing import Any
 
-from ._loop import Call, Outcome, Step
 from .._result import Result
+from ._loop import Call, Outcome, Step
 from ._threads import spawn
 
 Flow = Generator[Step, Sequence[Outcome], Result[Any]]
@@ -18,7 +19,7 @@ def _call(backend: Any, call: Call) -> Outcome:
     start = time.perf_counter()
     try:
         return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
-    except Exception as exc:  # handed to the flow, which maps it to a BackendError
+    except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
         return Outcome(call, None, exc, time.perf_counter() - start)
 
 
@@ -27,7 +28,7 @@ async def _acall(backend: Any, call: Call, limit: asyncio.Semaphore | None) -> O
         start = time.perf_counter()
         try:
             return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
             return Outcome(call, None, exc, time.perf_counter() - start)
 
 
@@ -54,7 +55,8 @@ def drive(flow: Flow, backend: Any) -> Result[Any]:
         try:
             step = flow.send(outcomes)
         except StopIteration as stop:
-            return stop.value  # calls still running are abandoned (daemon threads)
+            result: Result[Any] = stop.value
+            return result  # calls still running are abandoned (daemon threads)
 
 
 async def adrive(flow: Flow, backend: Any, limit: asyncio.Semaphore | None = None) -> Result[Any]:
@@ -73,7 +75,8 @@ async def adrive(flow: Flow, backend: Any, limit: asyncio.Semaphore | None = Non
             try:
                 step = flow.send(outcomes)
             except StopIteration as stop:
-                return stop.value
+                result: Result[Any] = stop.value
+                return result
     finally:
         for task in running:
             task.cancel()
