@@ -104,6 +104,14 @@ def test_a_fragile_slot_0_opens_the_rest_of_the_quorum() -> None:
     assert [call.slot for call in step.start] == [1, 2]
 
 
+def test_while_a_certifiable_slot_0_retries_nothing_else_starts() -> None:
+    flow, step = start(Policy(vote=Vote(k=5, gate=MarginGate(floor=1.0))), Margined())
+    step = flow.send([answer(step.start[0], Completion(INVALID, margins=(5.0, 2.0)))])
+    assert [(call.slot, call.request.attempt) for call in step.start] == [(0, 2)]
+    result = finish(flow, [answer(step.start[0], Completion(GOOD, margins=(5.0, 2.0)))])
+    assert result.stopped_because == "gate" and [b.status for b in result.ballots] == ["invalid", "valid"]
+
+
 def test_a_gate_without_a_floor_stands_aside() -> None:
     _, step = start(Policy(vote=Vote(k=5, gate=MarginGate())), Margined())  # no floor: nothing to certify with
     assert [call.slot for call in step.start] == [0, 1, 2]
