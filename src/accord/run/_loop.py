@@ -64,6 +64,7 @@ from ._box import BUDGET, Box, Seat, Verdict
 log = logging.getLogger("accord")
 
 SPENT = Verdict(BUDGET, None)
+UNGATED = MarginGate()  # reads the smallest margin only
 TRUNCATED = ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},)
 
 
@@ -285,7 +286,7 @@ class _Run:
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
-        margins = self.gate.check(completion.margins, self.backend) if self.gate else MarginGate().check(completion.margins)
+        margins = self.gate.check(completion.margins, self.backend) if self.gate else UNGATED.check(completion.margins)
         reading = self.read(completion)
         slot.outputs += 1
         self.box.heard(slot.seat, margins.min_margin)

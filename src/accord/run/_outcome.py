@@ -18,7 +18,7 @@ The calls still in flight when the run ends are recorded as cancelled ballots (:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
@@ -130,7 +130,7 @@ def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot],
         **_describe(backend),
         **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
         **({"engines": engines} if len(engines) > 1 else {}),
-        "settings": {k: v for k, v in asdict(settings).items() if v is not None},
+        "settings": {f.name: value for f in fields(settings) if (value := getattr(settings, f.name)) is not None},
         "perturbations": perturbations,
     }
 
