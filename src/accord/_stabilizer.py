@@ -3,30 +3,52 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import logging
 import sys
 import threading
-from typing import Any, Awaitable, Callable, Generic, Iterable, Sequence, TypeVar, overload
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
-from .run._drive import adrive, drive
 from ._errors import AccordError, ConfigError
-from .run._loop import Policy, decide
 from ._gate import MarginGate
 from ._perturb import Perturb
-from ._types import Prompt, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Schema
+from ._types import Prompt, Settings, Usage
 from ._vote import Vote
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
+from .run._drive import adrive, drive
+from .run._loop import Policy, decide
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("accord")
 
 DEFAULT_VOTE = Vote(k=5, gate=MarginGate())
+
+
+class Options(TypedDict, total=False):
+    """The keyword options of :class:`Stabilizer` (for type checkers; the signature is the truth)."""
+
+    vote: Vote | None
+    retry: Retry | None
+    budget: Budget | None
+    normalize: Sequence[Callable[[str], str]]
+    schema_in_prompt: bool
+    max_tokens: int | None
+    temperature: float
+    seed: int | None
+    stop: Sequence[str] | None
+    on_no_consensus: str
+    on_ballot: Callable[[Ballot], Any] | None
+    perturb: Any
+    ledger: Any
 
 
 class Stabilizer(Generic[T]):
@@ -44,9 +66,9 @@ class Stabilizer(Generic[T]):
     """
 
     @overload
-    def __init__(self: Stabilizer[T], model: Any, schema: type[T], **options: Any) -> None: ...
+    def __init__(self: Stabilizer[T], model: Any, schema: type[T], **options: Unpack[Options]) -> None: ...
     @overload
-    def __init__(self: Stabilizer[Any], model: Any, schema: Any, **options: Any) -> None: ...
+    def __init__(self: Stabilizer[Any], model: Any, schema: Any, **options: Unpack[Options]) -> None: ...
 
     def __init__(
         self,
@@ -130,7 +152,8 @@ class Stabilizer(Generic[T]):
     def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
         if self.ledger is None or refresh:
             return None
-        return self.ledger.recall(self, prompt)  # type: ignore[no-any-return]
+        hit: Result[T] | None = self.ledger.recall(self, prompt)
+        return hit
 
     def _begin(self, prompt: Prompt) -> Any:
         begin = getattr(self.ledger, "begin", None)
@@ -139,7 +162,8 @@ class Stabilizer(Generic[T]):
     def _remember(self, prompt: Prompt, result: Result[T], refresh: bool, pending: Any = None) -> Result[T]:
         if self.ledger is None:
             return result
-        return self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)  # type: ignore[no-any-return]
+        kept: Result[T] = self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)
+        return kept
 
     def map(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
@@ -216,26 +240,27 @@ def _check_prompt(prompt: Any) -> Prompt:
     raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
 
 
-def _run_coroutine(coro: Awaitable[R]) -> R:
+def _run_coroutine(coro: Coroutine[Any, Any, R]) -> R:
     """Run a coroutine to completion, also from inside a running event loop (a notebook)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    box: dict[str, Any] = {}
+        return asyncio.run(coro)
+    values: list[R] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
+            values.append(asyncio.run(coro))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
 
     thread = threading.Thread(target=target, name="accord-map")
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 class _Progress:
