@@ -78,7 +78,7 @@ class _Canon:
             branches = node.get(key) if isinstance(node, dict) else None
             if isinstance(branches, list):
                 want = "array" if isinstance(data, list) else "object" if isinstance(data, dict) else None
-                for b in map(lambda b: resolve(b, self.root), branches):
+                for b in (resolve(branch, self.root) for branch in branches):
                     if want and (b.get("type") == want or (want == "array" and "items" in b) or (want == "object" and "properties" in b)):
                         return b
         return node

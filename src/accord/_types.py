@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._schema import Schema
 
 Message = dict[str, Any]
-Prompt = Union[str, list[Message]]
+Prompt = str | list[Message]
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def measure(backend: Local, kinds: Sequence[str] = KINDS, prompts: Sequence[str]
     """``{perturbation kind: floor}`` for this backend's model and dtype (largest delta seen)."""
     import torch
 
-    floors = {kind: 0.0 for kind in kinds}
+    floors = dict.fromkeys(kinds, 0.0)
     model = backend.model
     with torch.inference_mode():
         for prompt in prompts:

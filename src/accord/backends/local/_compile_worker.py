@@ -107,7 +107,7 @@ def _limit_memory(size: int) -> None:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
         return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or hard > size:
         resource.setrlimit(resource.RLIMIT_AS, (size, hard))
 

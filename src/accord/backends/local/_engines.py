@@ -113,7 +113,7 @@ def _llguidance_processor() -> type:
             self._bias_logits = self._bias_logits_torch
 
         def _bias_logits_torch(self, input_ids: Any, logits: Any) -> Any:
-            for matcher, row in zip(self.ll_matchers, self.bitmask):
+            for matcher, row in zip(self.ll_matchers, self.bitmask, strict=True):
                 matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
             return apply_bitmask(logits, self.bitmask)
 
@@ -135,7 +135,7 @@ def _outlines_core_processor() -> type:
             self.bias_logits = self._bias_logits_torch
 
         def _bias_logits_torch(self, batch_size: int, logits: Any) -> Any:
-            for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks)):
+            for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks, strict=True)):
                 guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())
                 apply_bitmask(logits[i : i + 1], mask)
             return logits
