@@ -16,9 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
 from pathlib import Path
+from typing import Any
 
 import accord
 from accord._types import Completion, Settings, Usage

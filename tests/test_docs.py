@@ -38,7 +38,7 @@ def sections(text: str) -> dict[str, str]:
     """Heading text -> the section under it (up to the next heading of any level)."""
     out: dict[str, str] = {}
     parts = re.split(r"^(#{1,6} .*)$", text, flags=re.M)
-    for heading, body in zip(parts[1::2], parts[2::2]):
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         out[heading.lstrip("#").strip()] = body
     return out
 
@@ -111,5 +111,5 @@ def test_relative_links_resolve(page, target):
     file = (DOCS / path).resolve() if path else DOCS / page
     assert file.exists(), f"docs/{page} links to {target}, which does not exist"
     if anchor and file.suffix == ".md":
-        headings = [h for h in sections(file.read_text(encoding="utf-8"))]
+        headings = list(sections(file.read_text(encoding="utf-8")))
         assert anchor in {slug(h) for h in headings}, f"docs/{page} links to {target}: no such heading"

@@ -8,9 +8,9 @@ draft's own format checker.
 from __future__ import annotations
 
 import json
-from importlib.metadata import version
 import unicodedata
 from datetime import datetime
+from importlib.metadata import version
 from pathlib import Path
 
 import jsonschema
@@ -43,8 +43,8 @@ def same_meaning(a, b) -> bool:
 
 
 def test_jsonschemabench(capsys):
-    counts = dict(schemas=0, valid=0, invalid=0, valid_accepted=0, valid_unchanged=0, stage_rejects=0,
-                  baseline_rejects=0, pipeline_rejects=0)
+    counts = dict.fromkeys(("schemas", "valid", "invalid", "valid_accepted", "valid_unchanged", "stage_rejects",
+                            "baseline_rejects", "pipeline_rejects"), 0)
     repaired, wrongly_accepted = [], []
     for path in FILES:
         case = json.loads(path.read_text())

@@ -1,5 +1,5 @@
 from enum import Enum
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -25,7 +25,7 @@ class Outer(BaseModel):
     mood: Literal["happy", "sad"]
     inner: Inner
     tags: list[str]
-    note: Optional[str] = None
+    note: str | None = None
 
 
 SCHEMA = Schema(Outer)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import date
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,7 +33,7 @@ class Person(BaseModel):
     tags: set[str]
     pets: list[str]
     address: Address
-    nickname: Optional[str] = None
+    nickname: str | None = None
 
 
 SCHEMA = Schema(Person)
@@ -137,11 +137,11 @@ class Order(BaseModel):
     id: int
     items: list[Item]
     labels: set[str]
-    note: Optional[str] = None
+    note: str | None = None
     total: float = Field(ge=0)
 
     @model_validator(mode="after")
-    def labels_need_a_note(self) -> "Order":  # a cross-field rule an assembly can break
+    def labels_need_a_note(self) -> Order:  # a cross-field rule an assembly can break
         if self.labels and self.note is None:
             raise ValueError("labels need a note")
         return self
@@ -187,7 +187,7 @@ class Switches(BaseModel):
     c: int = Field(ge=0, le=1)
 
     @model_validator(mode="after")
-    def exactly_one(self) -> "Switches":
+    def exactly_one(self) -> Switches:
         if self.a + self.b + self.c != 1:
             raise ValueError("exactly one switch is on")
         return self

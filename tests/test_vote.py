@@ -16,7 +16,7 @@ def test_quorum_defaults_and_fractions():
     assert Vote(k=5, quorum=2).needed == 2
 
 
-@pytest.mark.parametrize("kwargs", [dict(k=0), dict(k=3, quorum=4), dict(k=3, quorum=0), dict(k=3, quorum="2"), dict(k=2.5)])
+@pytest.mark.parametrize("kwargs", [{"k": 0}, {"k": 3, "quorum": 4}, {"k": 3, "quorum": 0}, {"k": 3, "quorum": "2"}, {"k": 2.5}])
 def test_bad_votes_are_config_errors(kwargs):
     with pytest.raises(ConfigError):
         Vote(**kwargs)
