@@ -80,7 +80,7 @@ class Request:
 
     prompt: Prompt
     input: Prompt
-    schema: Schema
+    schema: Schema[Any]
     settings: Settings = field(default_factory=Settings)
     ballot: int = 0
     attempt: int = 1

@@ -120,7 +120,7 @@ class stop_when_confident(StopRule):
 def share_above_half(votes: int, others: int) -> float:
     """P(p > 1/2) for p ~ Beta(votes + 1, others + 1): P(Binomial(votes + others + 1, 1/2) <= votes)."""
     n = votes + others + 1
-    return sum(math.comb(n, i) for i in range(votes + 1)) / 2**n
+    return sum(math.comb(n, i) for i in range(votes + 1)) / (1 << n)  # 2**n, an exact int
 
 
 stop_when_unanimous = _Unanimous()

@@ -25,7 +25,7 @@ class FunctionBackend(Backend):
         if not callable(fn):
             raise TypeError(f"models.function needs a callable, got {type(fn).__name__}")
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__)
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.wants_request = _accepts_request(fn)
         self.fingerprint = fingerprint or f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
 

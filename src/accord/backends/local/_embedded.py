@@ -134,7 +134,7 @@ def _convert(gguf: Path, out: Path) -> None:
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(  # Any: torch types every setattr below as Tensor or Module
             gguf.parent, gguf_file=gguf.name, local_files_only=True, dtype=torch.float32
         )
         # The weights are dequantized in memory; save them as the plain float32 model they now are.

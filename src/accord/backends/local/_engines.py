@@ -46,6 +46,10 @@ class Engine:
     kinds: ClassVar[frozenset[str]] = frozenset({"json", "regex"})
     isolated: ClassVar[bool] = False  # compile in a child process when a time limit is set
 
+    def __init__(self, tokenizer: Any, vocab_size: int) -> None:
+        """Index the tokenizer's vocabulary (``vocab_size``: the rows of the model's output head)."""
+        raise NotImplementedError
+
     @classmethod
     def installed(cls) -> bool:
         return importlib.util.find_spec(cls.package) is not None
@@ -100,7 +104,7 @@ class LLGuidance(Engine):
 def _llguidance_processor() -> type:
     from outlines.backends.llguidance import LLGuidanceLogitsProcessor
 
-    class Processor(LLGuidanceLogitsProcessor):  # type: ignore[misc]
+    class Processor(LLGuidanceLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
         """outlines' processor; each generation starts from a copy of the compiled matcher."""
 
         def __init__(self, matcher: Any, tokenizer: Any) -> None:
@@ -124,7 +128,7 @@ def _llguidance_processor() -> type:
 def _outlines_core_processor() -> type:
     from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
 
-    class Processor(OutlinesCoreLogitsProcessor):  # type: ignore[misc]
+    class Processor(OutlinesCoreLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
         """outlines' processor, with the eager mask kernel."""
 
         def _setup(self, batch_size: int, vocab_size: int) -> None:
