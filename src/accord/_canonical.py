@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._normalize import resolve
 
@@ -30,11 +30,17 @@ class _UnorderedMarker:
         return schema  # type: ignore[no-any-return]
 
 
-class Unordered:
-    """``accord.Unordered[list[str]]``: a list whose order carries no meaning (voted as a set)."""
+_T = TypeVar("_T")
 
-    def __class_getitem__(cls, item: Any) -> Any:
-        return Annotated[item, _UnorderedMarker()]
+if TYPE_CHECKING:
+    Unordered = Annotated[_T, ...]  # to a type checker, Unordered[list[str]] is list[str]
+else:
+
+    class Unordered:
+        """``accord.Unordered[list[str]]``: a list whose order carries no meaning (voted as a set)."""
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return Annotated[item, _UnorderedMarker()]
 
 
 def canonical_key(data: Any) -> str:
