@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 import accord
 from accord.backends.local._constrain import _CACHES, DEFAULT_ENGINES, Constrainer, Spec, strict
+from accord.backends.local._embedded import local
 from accord.backends.local._engines import CompileError
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "jsonschemabench"
@@ -150,7 +151,7 @@ def main() -> int:
     started = time.perf_counter()
     print(f"accord constrained-decoding benchmark{' (--quick: a slice, not the figures)' if args.quick else ''}")
     try:
-        model = accord.models.local()
+        model = local()  # accord.models.local(), typed as the TransformersBackend it is
     except accord.ModelNotInstalled as exc:
         print(f"skipped: {exc.message}")
         return 0

@@ -6,7 +6,7 @@ import enum
 import json
 import math
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -33,8 +33,8 @@ class Open(BaseModel):
     a: int
 
 
-def closed_objects(node: object) -> list[dict]:
-    found = []
+def closed_objects(node: object) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
     if isinstance(node, dict):
         if node.get("properties"):
             found.append(node)
@@ -58,7 +58,7 @@ def test_every_object_with_properties_is_closed() -> None:
 def test_strict_leaves_open_what_says_it_is_open() -> None:
     assert strict(Open.model_json_schema())["additionalProperties"] is True
     assert "additionalProperties" not in strict({"type": "object"})  # free-form: no properties listed
-    both = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    both: dict[str, Any] = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
     assert strict(both) == both  # closing one part of a conjunction would reject the other's keys
     alternatives = strict({"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
     assert all(branch["additionalProperties"] is False for branch in alternatives["anyOf"])
