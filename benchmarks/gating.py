@@ -28,9 +28,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import accord  # noqa: E402
-import tasks  # noqa: E402
-from generations import Cache, Deployment  # noqa: E402
+import accord  # noqa: E402 - after the sys.path line above, like the next two
+import tasks  # noqa: E402 - beside this file, found through sys.path
+from generations import Cache, Deployment  # noqa: E402 - beside this file, found through sys.path
 
 POLICIES = {
     "k=5, gated": accord.Vote(k=5, gate=accord.MarginGate()),
@@ -46,7 +46,9 @@ def decide(model: Any, item: dict[str, Any], vote: accord.Vote) -> accord.Result
     try:
         return stab.run(item["prompt"])
     except accord.AccordError as error:
-        return error.result  # type: ignore[return-value]
+        if error.result is None:  # not an error of the run (a configuration error): nothing to count
+            raise
+        return error.result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,7 +119,8 @@ def test_the_winner_does_not_depend_on_ballot_order(texts: list[str], rng: rando
                           retry=accord.Retry(attempts=1), on_no_consensus="plurality", schema_in_prompt=False)
         try:
             result = stab.run("q")
-        except accord.OutputError as error:
+        except accord.AccordError as error:
+            assert error.result is not None, error  # every error of a run carries its Result
             result = error.result
         return result.key, result.value, result.votes, result.stable
 
@@ -169,7 +170,8 @@ def test_fieldwise_assembly_validates_or_falls_back_and_values_always_validate(t
                       retry=accord.Retry(attempts=1), on_no_consensus="plurality")
     try:
         result = stab.run("q")
-    except accord.OutputError as error:
+    except accord.AccordError as error:
+        assert error.result is not None, error  # every error of a run carries its Result
         result = error.result
     if result.value is not None:
         Order.model_validate(result.value.model_dump())  # never an unvalidated value

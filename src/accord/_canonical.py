@@ -24,10 +24,10 @@ UNORDERED = "x-accord-unordered"
 
 class _UnorderedMarker:
     def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
-        schema = handler(core)
+        schema: dict[str, Any] = handler(core)
         schema = handler.resolve_ref_schema(schema) if "$ref" in schema else schema
         schema[UNORDERED] = True
-        return schema  # type: ignore[no-any-return]
+        return schema
 
 
 _T = TypeVar("_T")

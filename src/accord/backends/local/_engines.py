@@ -25,9 +25,12 @@ import threading
 import weakref
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _compile_worker as native
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
 
 TENSORS = "torch"
 
@@ -84,9 +87,9 @@ class LLGuidance(Engine):
         from llguidance import LLMatcher
 
         if kind == "json":
-            options = {"whitespace_flexible": False, "item_separator": native.SEPARATORS[0],
-                       "key_separator": native.SEPARATORS[1]}
-            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)  # type: ignore[arg-type]
+            options: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": native.SEPARATORS[0],
+                                           "key_separator": native.SEPARATORS[1]}
+            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(text)
         else:
@@ -279,7 +282,7 @@ class Worker:
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         stdout = proc.stdout
-        answer: queue.Queue[Any] = queue.Queue(maxsize=1)
+        answer: queue.Queue[tuple[dict[str, Any], bytes | None] | BaseException] = queue.Queue(maxsize=1)
 
         def read() -> None:
             try:
@@ -307,7 +310,7 @@ class Worker:
             code = proc.poll()
             self.close()
             raise CompileError(f"{self.engine.name} compile worker died (exit code {code})")
-        return item  # type: ignore[no-any-return]
+        return item
 
     def close(self) -> None:
         proc, self.proc = self.proc, None
