@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pydantic_core import core_schema
 
@@ -76,8 +77,8 @@ def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#"):
             return node
         target: Any = root
-        for part in ref[2:].split("/") if len(ref) > 1 else ():
-            part = part.replace("~1", "/").replace("~0", "~")
+        for escaped in ref[2:].split("/") if len(ref) > 1 else ():
+            part = escaped.replace("~1", "/").replace("~0", "~")
             target = target.get(part) if isinstance(target, dict) else None
         node = target
     return {}
