@@ -15,7 +15,7 @@ from pydantic import BaseModel
 import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
 from accord._canonical import canonical_key
-from accord.ledger._ledger import describe_policy, describe_schema
+from accord.ledger._keys import describe_policy, describe_schema
 
 
 class Review(BaseModel):
@@ -389,7 +389,7 @@ def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger, cap
     model = Counter()
     s = stab(model, ledger=ledger)
     s.run("small")
-    conn = ledger._connection()
+    conn = ledger._store._connection()
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")
     secret = "sk-SECRET-" + "x" * 20_000  # a big request needs new pages; it must never be logged

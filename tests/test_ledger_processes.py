@@ -149,14 +149,14 @@ def test_a_ledger_opened_before_a_fork_works_in_parent_and_child(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     stab = Stabilizer(models.function(lambda p: "yes", fingerprint="m"), str, ledger=ledger)
     stab.run("before")
-    inherited = ledger._conn
+    inherited = ledger._store._conn
     pid = os.fork()
     if pid == 0:  # the child opens its own connection: SQLite connections must not cross a fork
-        ok = stab.run("before").replayed and "ledger" in stab.run("in child").meta and ledger._conn is not inherited
+        ok = stab.run("before").replayed and "ledger" in stab.run("in child").meta and ledger._store._conn is not inherited
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert ledger._conn is inherited
+    assert ledger._store._conn is inherited
     assert stab.run("in child").replayed and "ledger" in stab.run("after").meta
     assert len(ledger.runs()) == 3
     ledger.close()
