@@ -152,6 +152,6 @@ def open_store(path: str | os.PathLike[str], *, timeout: float) -> Store:
     """The store for ``path``: an SQLite file (created when missing)."""
     if is_dsn(path):  # never echo the DSN: it may hold a password
         raise ConfigError("Ledger(...): a postgresql:// DSN needs a PostgreSQL store, which this accord does not have; pass a file path")
-    from ._sqlite import SQLiteStore
+    from ._sqlite import SQLiteStore  # here, not above: _sqlite imports this module's rows
 
     return SQLiteStore(path, timeout=timeout)
