@@ -23,14 +23,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import accord
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import ANSWER, Order  # noqa: E402 - the same nested 10-field schema and answer
+from overhead import ANSWER, Order  # the same nested 10-field schema and answer
 
 K = 5
 

@@ -16,17 +16,19 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from ._audit_input import Item
 from .._errors import AccordError, OutputError
-from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 from .._perturb import Perturbation
-from .._read import Reading, read
 from .._prompt import build_input
-from .._types import Completion, Request, Settings
+from .._read import Reading, read
+from .._result import Result
 from .._stabilizer import Stabilizer
+from .._types import Completion, Request, Settings
+from ._audit_input import Item
+from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 
 Tick = Callable[[], None]
 
@@ -134,7 +136,7 @@ def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settin
         return list(await asyncio.gather(*(backend.agenerate(request) for _ in range(n))))
 
     completions = _one_item_at_a_time(items, one, tick)
-    return {f"request {i + 1}": [to_run(c[i], item, None) for c, item in zip(completions, items)] for i in range(n)}
+    return {f"request {i + 1}": [to_run(c[i], item, None) for c, item in zip(completions, items, strict=True)] for i in range(n)}
 
 
 def _one_item_at_a_time(items: Sequence[Item], one: Callable[[Item], Any], tick: Tick | None) -> list[Any]:
@@ -157,7 +159,7 @@ def _one_item_at_a_time(items: Sequence[Item], one: Callable[[Item], Any], tick:
 def to_final(outcome: Any) -> Final:
     """A Result, or the OutputError a run ended with (its ``.result`` holds the ballots)."""
     if isinstance(outcome, OutputError):
-        result = outcome.result
+        result: Result[Any] | None = outcome.result  # None only for an error raised by hand
         if result is None:
             return Final(MISSING, 0, "error", False)
         return Final(MISSING, result.calls, result.stopped_because, False)
