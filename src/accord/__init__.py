@@ -19,12 +19,16 @@ from ._errors import (
     UnsupportedSchema,
 )
 from ._gate import MarginGate
+from ._hooks import Hooks, RetryEvent
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
+from ._partial import Decided, Partial
 from ._perturb import Perturb, Perturbation
+from ._prices import Prices
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Grammar, Regex, Schema, ValidationFailure
 from ._stabilizer import Stabilizer
+from ._telemetry import Telemetry
 from ._types import Completion, Feedback, Request, Settings, Usage
 from ._vote import (
     Candidate,
@@ -50,8 +54,10 @@ __all__ = [
     "Candidate",
     "Completion",
     "ConfigError",
+    "Decided",
     "Feedback",
     "Grammar",
+    "Hooks",
     "InvalidOutput",
     "Ledger",
     "LedgerError",
@@ -60,18 +66,22 @@ __all__ = [
     "NoConsensus",
     "Normalize",
     "OutputError",
+    "Partial",
     "Perturb",
     "Perturbation",
+    "Prices",
     "Regex",
     "Request",
     "Result",
     "Retry",
+    "RetryEvent",
     "Schema",
     "Settings",
     "Stabilized",
     "Stabilizer",
     "StopRule",
     "Tally",
+    "Telemetry",
     "Unordered",
     "UnsupportedSchema",
     "Usage",

@@ -91,17 +91,21 @@ def looping(text: str, repeats: int = 3, min_chars: int = 40, max_period: int = 
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits for one run: wall-clock seconds, model calls, total tokens. None means no limit.
+    """Limits for one run: wall-clock seconds, model calls, total tokens, cost. None means no limit.
 
     ``max_seconds`` ends a run even while a sync backend hangs (the call is abandoned).
+    ``max_cost`` ends it once the calls made cost that much (``Usage.cost``: the Stabilizer needs
+    ``prices=``); like ``max_tokens``, it is checked as calls finish, so the calls in flight then
+    may take the run past it.
     """
 
     max_seconds: float | None = None
     max_calls: int | None = None
     max_tokens: int | None = None
+    max_cost: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_seconds", "max_calls", "max_tokens"):
+        for name in ("max_seconds", "max_calls", "max_tokens", "max_cost"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or math.isnan(value)):
                 raise ConfigError(f"Budget({name}=...) must be a positive number or None, got {value!r}")

@@ -5,23 +5,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
+from . import _telemetry as telemetry
 from ._errors import AccordError, ConfigError
+from ._examples import check_system, render_examples
 from ._gate import MarginGate
+from ._hooks import Hooks
+from ._partial import Decided, Partial, Partials, changed
 from ._perturb import Perturb
+from ._prices import Prices
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Schema
+from ._telemetry import Telemetry
 from ._types import Prompt, Settings, Usage
 from ._vote import Vote
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
 from .run._drive import adrive, drive
 from .run._loop import Policy, decide
+from .run._stream import astream, stream
+from .run._threads import run_coroutine
+from .run._watch import Watch
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,6 +57,11 @@ class Options(TypedDict, total=False):
     on_ballot: Callable[[Ballot], Any] | None
     perturb: Any
     ledger: Any
+    system: str | None
+    examples: Iterable[tuple[str, Any]]
+    hooks: Hooks | None
+    telemetry: Telemetry | bool | None
+    prices: Prices | None
 
 
 class Stabilizer(Generic[T]):
@@ -63,6 +76,13 @@ class Stabilizer(Generic[T]):
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
     can apply them; ``accord.Perturb(())`` for none).
+
+    ``system``: a system prompt; ``examples``: ``(input, output)`` pairs shown before the prompt
+    (each output validated against the schema here; see ``_examples``). ``hooks``: an
+    ``accord.Hooks`` (see ``_hooks``). ``telemetry``: OpenTelemetry spans (default: on when the
+    application configured a tracer provider; ``accord.Telemetry(...)`` to choose the provider or
+    record content, False for none; see ``_telemetry``). ``prices``: an ``accord.Prices``, so
+    every Usage has a ``cost`` (and ``Budget(max_cost=...)`` works).
     """
 
     @overload
@@ -88,6 +108,11 @@ class Stabilizer(Generic[T]):
         on_ballot: Callable[[Ballot], Any] | None = None,
         perturb: Any = None,
         ledger: Any = None,
+        system: str | None = None,
+        examples: Iterable[tuple[str, Any]] = (),
+        hooks: Hooks | None = None,
+        telemetry: Telemetry | bool | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.model: Backend
         if isinstance(model, Backend) or hasattr(model, "generate"):
@@ -97,9 +122,16 @@ class Stabilizer(Generic[T]):
         else:
             raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
         self.schema: Schema[T] = Schema.of(schema)
-        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget)):
+        kinds: tuple[tuple[str, Any, type], ...] = (
+            ("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("hooks", hooks, Hooks), ("prices", prices, Prices),
+        )
+        for name, value, kind in kinds:
             if value is not None and not isinstance(value, kind):
                 raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
+        if not (telemetry is None or isinstance(telemetry, (bool, Telemetry))):
+            raise ConfigError(f"telemetry= must be an accord.Telemetry, True, False or None, got {type(telemetry).__name__}")
+        if budget is not None and budget.max_cost is not None and prices is None:
+            raise ConfigError("Budget(max_cost=...) needs prices= (an accord.Prices; Prices({}) when the backend reports costs)")
         if on_no_consensus not in ("raise", "plurality"):
             raise ConfigError('on_no_consensus must be "raise" or "plurality"')
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -115,17 +147,32 @@ class Stabilizer(Generic[T]):
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
+            system=check_system(system),
+            examples=render_examples(self.schema, examples),
+            prices=prices,
         )
         for fn in self.policy.normalizers:
             if not callable(fn):
                 raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
+        self.hooks = hooks
+        self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
 
-    def _flow(self, prompt: Prompt, pending: Any = None) -> Any:
+    def _flow(self, prompt: Prompt, pending: Any = None, watch: Watch | None = None) -> Any:
         policy = self.policy
         if pending is not None:  # the ledger stores each ballot as it is made
             policy = replace(policy, on_ballot=_both(policy.on_ballot, pending.record))
-        return decide(prompt, self.schema, self.model, policy)
+        return decide(prompt, self.schema, self.model, policy, watch=watch)
+
+    def _watch(self, prompt: Prompt, streaming: bool = False) -> Watch | None:
+        """The run's hooks and spans; None when nothing listens (then the run pays nothing)."""
+        tracer = telemetry.tracer(self.telemetry) if self.telemetry is not None else None
+        if tracer is None and self.hooks is None:
+            return None
+        content = self.telemetry is not None and self.telemetry.content
+        watch = Watch(self.hooks, tracer, content=content, backend=self.model, schema=self.schema, policy=self.policy, streaming=streaming)
+        watch.begin(prompt)
+        return watch
 
     def run(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.
@@ -134,20 +181,93 @@ class Stabilizer(Generic[T]):
         ``refresh=True`` decides again and supersedes it.
         """
         prompt = _check_prompt(prompt)
-        hit = self._recall(prompt, refresh)
-        if hit is not None:
-            return hit
-        pending = self._begin(prompt)
-        return _deliver(self._remember(prompt, drive(self._flow(prompt, pending), self.model), refresh, pending))
+        watch = self._watch(prompt)
+        try:
+            result = self._recall(prompt, refresh)
+            if result is None:
+                pending = self._begin(prompt)
+                result = self._remember(prompt, drive(self._flow(prompt, pending, watch), self.model, watch), refresh, pending)
+        except BaseException as exc:
+            if watch is not None:
+                watch.crash(exc)
+            raise
+        _ended(result, watch)
+        if watch is not None:
+            watch.settle_now()
+        return _deliver(result)
 
     async def arun(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
         prompt = _check_prompt(prompt)
-        hit = self._recall(prompt, refresh)
-        if hit is not None:
-            return hit
-        pending = self._begin(prompt)
-        return _deliver(self._remember(prompt, await adrive(self._flow(prompt, pending), self.model), refresh, pending))
+        watch = self._watch(prompt)
+        try:
+            result = self._recall(prompt, refresh)
+            if result is None:
+                pending = self._begin(prompt)
+                flow = self._flow(prompt, pending, watch)
+                result = self._remember(prompt, await adrive(flow, self.model, watch=watch), refresh, pending)
+        except BaseException as exc:
+            if watch is not None:
+                watch.crash(exc)
+            raise
+        _ended(result, watch)
+        if watch is not None:
+            await watch.settle()
+        return _deliver(result)
+
+    def stream(self, prompt: Prompt, *, refresh: bool = False) -> Iterator[Partial[T] | Decided[T]]:
+        """Decide one prompt, showing the first ballot as it is written: a :class:`~accord.Partial`
+        per text delta of ballot slot 0, then one :class:`~accord.Decided` with the Result (a
+        failed run's too: ``result.error`` is set, nothing is raised). A backend that cannot
+        stream gives its whole text as one delta. See ``_partial`` for how a UI should use it.
+        """
+        prompt = _check_prompt(prompt)
+        watch = self._watch(prompt, streaming=True)
+        try:
+            result = self._recall(prompt, refresh)
+            if result is None:
+                pending = self._begin(prompt)
+                partials = Partials(self.schema)
+                for item in stream(self._flow(prompt, pending, watch), self.model, watch):
+                    if isinstance(item, Result):
+                        result = item
+                    else:
+                        yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
+                assert result is not None
+                result = self._remember(prompt, result, refresh, pending)
+        except BaseException as exc:  # GeneratorExit too: the reader stopped early
+            if watch is not None:
+                watch.crash(exc)
+            raise
+        _ended(result, watch)
+        if watch is not None:
+            watch.settle_now()
+        yield Decided(result, changed(result))
+
+    async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncIterator[Partial[T] | Decided[T]]:
+        """Async :meth:`stream`: ``async for event in stab.astream(prompt)``."""
+        prompt = _check_prompt(prompt)
+        watch = self._watch(prompt, streaming=True)
+        try:
+            result = self._recall(prompt, refresh)
+            if result is None:
+                pending = self._begin(prompt)
+                partials = Partials(self.schema)
+                async for item in astream(self._flow(prompt, pending, watch), self.model, watch=watch):
+                    if isinstance(item, Result):
+                        result = item
+                    else:
+                        yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
+                assert result is not None
+                result = self._remember(prompt, result, refresh, pending)
+        except BaseException as exc:  # GeneratorExit too: the reader stopped early
+            if watch is not None:
+                watch.crash(exc)
+            raise
+        _ended(result, watch)
+        if watch is not None:
+            await watch.settle()
+        yield Decided(result, changed(result))
 
     def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
         if self.ledger is None or refresh:
@@ -173,7 +293,7 @@ class Stabilizer(Generic[T]):
         A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
         False) instead of raising.
         """
-        return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
+        return run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
 
     async def amap(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
@@ -192,15 +312,19 @@ class Stabilizer(Generic[T]):
                 return await decide_one(prompt)
 
         async def decide_one(prompt: Prompt) -> Result[T]:
+            watch = self._watch(prompt)
             try:
                 result = self._recall(prompt, refresh)
                 if result is None:
                     pending = self._begin(prompt)
-                    result = await adrive(self._flow(prompt, pending), self.model, limit)
+                    result = await adrive(self._flow(prompt, pending, watch), self.model, limit, watch)
                     result = self._remember(prompt, result, refresh, pending)
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)
+            _ended(result, watch)
+            if watch is not None:
+                await watch.settle()
             bar.advance()
             return result
 
@@ -221,10 +345,41 @@ def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]
 
 def _deliver(result: Result[T]) -> Result[T]:
     if result.error is not None:
-        log.info("run failed: %s", result.error)
         raise result.error
-    log.info("decided %s after %d calls (%s)", result.key, result.calls, result.stopped_because)
     return result
+
+
+def _ended(result: Result[Any], watch: Watch | None) -> None:
+    """Every run ends here (run, arun, map, stream; ledger replays too): its log record, its watch."""
+    if log.isEnabledFor(logging.INFO):
+        fields = run_fields(result, watch)
+        if result.error is not None:
+            log.info("run failed: %s", result.error, extra=fields)
+        else:
+            log.info("decided %s after %d calls (%s)", result.key, result.calls, result.stopped_because, extra=fields)
+    if watch is not None:
+        watch.end(result)
+
+
+def run_fields(result: Result[Any], watch: Watch | None = None) -> dict[str, Any]:
+    """The structured fields of a run's log record (``extra=``; every name starts ``accord_``)."""
+    usage = result.usage
+    return {
+        "accord_event": "run",
+        "accord_schema": result.schema,
+        "accord_outcome": "failed" if result.error is not None else "stable" if result.stable else "unstable",
+        "accord_stopped_because": result.stopped_because,
+        "accord_key": result.key,
+        "accord_agreement": result.agreement,
+        "accord_calls": result.calls,
+        "accord_replayed": result.replayed,
+        "accord_error": type(result.error).__name__ if result.error is not None else None,
+        "accord_prompt_tokens": usage.prompt_tokens,
+        "accord_completion_tokens": usage.completion_tokens,
+        "accord_cost": usage.cost,
+        "accord_seconds": round(usage.seconds, 6),
+        "accord_trace_id": watch.trace_id() if watch is not None else None,
+    }
 
 
 def _failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
@@ -238,29 +393,6 @@ def _check_prompt(prompt: Any) -> Prompt:
     if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
         return prompt
     raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
-
-
-def _run_coroutine(coro: Coroutine[Any, Any, R]) -> R:
-    """Run a coroutine to completion, also from inside a running event loop (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    values: list[R] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            values.append(asyncio.run(coro))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="accord-map")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-    return values[0]
 
 
 class _Progress:

@@ -14,12 +14,17 @@ Prompt = str | list[Message]
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens and seconds; token counts are None when the backend does not report them."""
+    """Tokens, seconds and cost; token counts are None when the backend does not report them.
+
+    ``cost`` is what the calls cost, in the currency of the prices given (``Stabilizer(prices=
+    accord.Prices({...}))``, or a backend that reports it); None when no price is known.
+    """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float = 0.0
     calls: int = 0
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int | None:
@@ -28,24 +33,30 @@ class Usage:
         return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
 
     def __add__(self, other: Usage) -> Usage:
-        def add(a: int | None, b: int | None) -> int | None:
-            return None if a is None and b is None else (a or 0) + (b or 0)
-
+        cost = self.cost if other.cost is None else other.cost if self.cost is None else self.cost + other.cost
         return Usage(
-            add(self.prompt_tokens, other.prompt_tokens),
-            add(self.completion_tokens, other.completion_tokens),
+            _add(self.prompt_tokens, other.prompt_tokens),
+            _add(self.completion_tokens, other.completion_tokens),
             self.seconds + other.seconds,
             self.calls + other.calls,
+            cost,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
             "seconds": round(self.seconds, 6),
             "calls": self.calls,
         }
+        if self.cost is not None:  # absent rather than null: rows written before costs read the same
+            out["cost"] = self.cost
+        return out
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
 
     generate(request)         one model call (required)
     agenerate(request)        its async twin (default: ``generate`` in a daemon worker thread)
+    stream(request)           one call's text as it is written: text deltas, then the Completion
+                              (default: ``generate``, its whole text as one delta)
+    astream(request)          its async twin (default: ``agenerate``, likewise)
     constrains                the backend enforces the schema itself (default False)
     constrains_for(schema)    ... for this schema (default: ``constrains``)
     blocking                  False only for a backend that returns at once (default True)
@@ -16,6 +19,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     noise()                   how far numeric noise moves its logits, or None (default None)
     map_error(exc)            an exception from ``generate`` as an accord error (default below)
     describe()                facts recorded on every Result
+    telemetry()               how its calls are named in traces: ``gen_ai.provider.name``,
+                              ``gen_ai.request.model``, ``server.address`` (default: "accord" and
+                              the fingerprint)
 
 An object with ``generate`` that is not a Backend is wrapped by :func:`as_backend`, which reads
 these names from it once, at the boundary.
@@ -24,7 +30,7 @@ these names from it once, at the boundary.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +102,20 @@ class Backend:
             return self.generate(request)
         return await asyncio.wrap_future(spawn(self.generate, request))
 
+    def stream(self, request: Request) -> Iterator[str | Completion]:
+        """One call as it is written: text deltas (``str``), then the :class:`Completion` (last)."""
+        completion = self.generate(request)
+        if completion.text:
+            yield completion.text
+        yield completion
+
+    async def astream(self, request: Request) -> AsyncIterator[str | Completion]:
+        """The async twin of :meth:`stream`."""
+        completion = await self.agenerate(request)
+        if completion.text:
+            yield completion.text
+        yield completion
+
     def constrains_for(self, schema: Schema[Any]) -> bool:
         """Whether this schema's shape is enforced by the backend (else the prompt carries it)."""
         return self.constrains
@@ -111,6 +131,10 @@ class Backend:
     def describe(self) -> dict[str, object]:
         """Backend facts recorded on every Result (JSON-serializable)."""
         return {"backend": type(self).__name__, "fingerprint": self.fingerprint}
+
+    def telemetry(self) -> dict[str, str | int]:
+        """The OpenTelemetry GenAI attributes that name this backend's calls in a trace."""
+        return {"gen_ai.provider.name": "accord", "gen_ai.request.model": self.fingerprint}
 
 
 class Adapted(Backend):

@@ -86,20 +86,23 @@ def describe_schema(schema: Schema[Any]) -> dict[str, Any]:
 
 # Policy fields that decide whether and how fast a run ends, never which answer it accepts.
 # Everything else is in the key, new fields included: a miss is better than a stale hit.
-_POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality"})
+_POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality", "prices"})
+# In the key once set, left out while unset: keys written before they existed stay the same.
+_POLICY_IN_KEY_WHEN_SET = frozenset({"system", "examples"})
 _RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
 
 
 def describe_policy(policy: Any) -> dict[str, Any]:
-    """The policy part of the key: vote, retry attempts, settings, normalizers, schema hint, perturbation.
+    """The policy part of the key: vote, retry attempts, settings, normalizers, schema hint,
+    perturbation, and the system prompt and examples when there are any.
 
     Callables go by qualified name. Left out: the budget, transport retries and their waits,
-    ``on_ballot`` and ``on_no_consensus``.
+    ``on_ballot``, ``on_no_consensus`` and the prices.
     """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(policy):
         value = getattr(policy, f.name)
-        if f.name in _POLICY_NOT_IN_KEY:
+        if f.name in _POLICY_NOT_IN_KEY or (f.name in _POLICY_IN_KEY_WHEN_SET and not value):
             continue
         if f.name == "retry":
             kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]

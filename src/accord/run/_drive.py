@@ -1,4 +1,9 @@
-"""The two drivers of the run loop: they only call the backend and wait; ``_loop`` decides."""
+"""The two drivers of the run loop: they only call the backend and wait; ``_loop`` decides.
+
+With a ``watch`` (``_watch``: hooks and spans), each call runs inside ``watch.scope(call)`` (its
+span current), and the async hooks called so far are awaited before the calls of a step start
+and once the flow is over.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +17,30 @@ from .._result import Result
 from ..backends._base import Backend
 from ._loop import Call, Outcome, Step
 from ._threads import spawn
+from ._watch import Watch
 
 Flow = Generator[Step, Sequence[Outcome], Result[Any]]
 
 
-def _call(backend: Backend, call: Call) -> Outcome:
+def _call(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
     start = time.perf_counter()
     try:
-        return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
+        if watch is None:
+            return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
+        with watch.scope(call):
+            return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
         return Outcome(call, None, exc, time.perf_counter() - start)
 
 
-async def _acall(backend: Backend, call: Call, limit: asyncio.Semaphore | None) -> Outcome:
+async def _acall(backend: Backend, call: Call, limit: asyncio.Semaphore | None, watch: Watch | None = None) -> Outcome:
     async with limit or _NO_LIMIT:
         start = time.perf_counter()
         try:
-            return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
+            if watch is None:
+                return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
+            with watch.scope(call):
+                return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
         except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
             return Outcome(call, None, exc, time.perf_counter() - start)
 
@@ -42,7 +54,7 @@ def _wait(running: dict[futures.Future[Outcome], Call], timeout: float | None) -
     return [future.result() for future in done if running.pop(future, None)]
 
 
-def drive(flow: Flow, backend: Backend) -> Result[Any]:
+def drive(flow: Flow, backend: Backend, watch: Watch | None = None) -> Result[Any]:
     """Run a flow to its Result with worker threads (usable inside a running event loop).
 
     A blocking backend's calls run in daemon threads, so a hung one can be abandoned; a backend
@@ -51,25 +63,31 @@ def drive(flow: Flow, backend: Backend) -> Result[Any]:
     running: dict[futures.Future[Outcome], Call] = {}
     step = next(flow)
     while True:
+        if watch is not None:
+            watch.settle_now()
         if backend.blocking:
-            running.update({spawn(_call, backend, call): call for call in step.start})
+            running.update({spawn(_call, backend, call, watch): call for call in step.start})
             outcomes = _wait(running, step.timeout)
         else:
-            outcomes = [_call(backend, call) for call in step.start] or _wait({}, step.timeout)
+            outcomes = [_call(backend, call, watch) for call in step.start] or _wait({}, step.timeout)
         try:
             step = flow.send(outcomes)
         except StopIteration as stop:
             result: Result[Any] = stop.value
+            if watch is not None:
+                watch.settle_now()
             return result  # calls still running are abandoned (daemon threads)
 
 
-async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None = None) -> Result[Any]:
+async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None = None, watch: Watch | None = None) -> Result[Any]:
     """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight."""
     running: dict[asyncio.Future[Outcome], Call] = {}
     step = next(flow)
     try:
         while True:
-            running.update({asyncio.ensure_future(_acall(backend, c, limit)): c for c in step.start})
+            if watch is not None:
+                await watch.settle()
+            running.update({asyncio.ensure_future(_acall(backend, c, limit, watch)): c for c in step.start})
             if running:
                 done, _ = await asyncio.wait(running, timeout=step.timeout, return_when=asyncio.FIRST_COMPLETED)
             else:
@@ -80,6 +98,8 @@ async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None =
                 step = flow.send(outcomes)
             except StopIteration as stop:
                 result: Result[Any] = stop.value
+                if watch is not None:
+                    await watch.settle()
                 return result
     finally:
         for task in running:

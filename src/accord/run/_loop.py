@@ -33,8 +33,11 @@ Each turn of the loop:
 
 4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
    fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,
-   tokens, calls: nothing left to run) ends the run. The run ends in :meth:`_Run.end`, the one
-   place: calls still in flight are recorded as cancelled, and ``_outcome`` builds the Result.
+   tokens, cost, calls: nothing left to run) ends the run. The run ends in :meth:`_Run.end`, the
+   one place: calls still in flight are recorded as cancelled, and ``_outcome`` builds the Result.
+
+A ``watch`` (``_watch``: hooks and spans), when the run has one, is told at the recording points:
+a call starts (``take_ready``), a ballot is recorded (``record``), a slot asks again (``again``).
 """
 
 from __future__ import annotations
@@ -47,9 +50,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._errors import AccordError, BackendError
+from .._examples import with_preamble
 from .._extract import shape_of
 from .._gate import MarginGate
+from .._hooks import RetryEvent
 from .._predict import Floors
+from .._prices import Prices
 from .._prompt import build_input
 from .._read import Misreading, Reading, read
 from .._result import Ballot, Result
@@ -60,6 +66,7 @@ from .._vote import Vote
 from ..backends._base import Backend
 from . import _outcome as outcome
 from ._box import BUDGET, Box, Seat, Verdict
+from ._watch import Watch
 
 log = logging.getLogger("accord")
 
@@ -108,6 +115,9 @@ class Policy:
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
+    system: str | None = None
+    examples: tuple[tuple[str, str], ...] = ()  # (input, output as rendered), see _examples
+    prices: Prices | None = None
 
 
 @dataclass
@@ -131,14 +141,22 @@ def decide(
     backend: Backend,
     policy: Policy,
     clock: Callable[[], float] = time.monotonic,
+    *,
+    watch: Watch | None = None,
 ) -> Generator[Step, Sequence[Outcome], Result[Any]]:
     """The decision loop for one prompt (see the module docstring)."""
-    return _Run(prompt, schema, backend, policy, clock).loop()
+    return _Run(prompt, schema, backend, policy, clock, watch=watch).loop()
 
 
 class _Run:
-    def __init__(self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float]):
-        self.prompt, self.schema, self.backend, self.policy, self.clock = prompt, schema, backend, policy, clock
+    def __init__(
+        self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float], *, watch: Watch | None = None
+    ):
+        self.schema, self.backend, self.policy, self.clock, self.watch = schema, backend, policy, clock, watch
+        self.prompt = with_preamble(prompt, policy.system, policy.examples)  # as asked: system and examples first
+        # Prices look calls up by the model asked for (read once), then by the one that answered.
+        asked = backend.telemetry().get("gen_ai.request.model") if policy.prices is not None else None
+        self.asked = str(asked) if asked is not None else None
         vote = self.vote = policy.vote
         self.gate: MarginGate | None = vote.gate
         # The gate runs slot 0 alone only when it can certify it: margins and a known floor.
@@ -189,6 +207,8 @@ class _Run:
             self.started += 1
             starts.append(call)
             self.in_flight[call.id] = call
+            if self.watch is not None:
+                self.watch.request(call)
         self.ready = []
         return starts
 
@@ -202,7 +222,8 @@ class _Run:
         budget = self.policy.budget
         over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
         over_tokens = budget.max_tokens is not None and (self.usage.total_tokens or 0) >= budget.max_tokens
-        return SPENT if over_time or over_tokens else None
+        over_cost = budget.max_cost is not None and (self.usage.cost or 0.0) >= budget.max_cost
+        return SPENT if over_time or over_tokens or over_cost else None
 
     def end(self, verdict: Verdict) -> Result[Any]:
         """The one place a run ends: calls in flight become cancelled ballots; then the Result."""
@@ -282,7 +303,8 @@ class _Run:
         return reading
 
     def output(self, slot: _Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
-        usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, seconds, 1)
+        tokens = completion.usage
+        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion))
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
@@ -308,11 +330,19 @@ class _Run:
         )
         self.record(ballot)
         if isinstance(reading, Misreading):
-            self.retry_output(slot, call, completion, reading, loop)
+            self.retry_output(slot, call, completion, reading, loop=loop, ballot=ballot)
         else:
             self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
 
-    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading, loop: bool) -> None:
+    def cost(self, completion: Completion) -> float | None:
+        """What a call cost: as the backend reports it, else under ``Policy.prices``."""
+        tokens = completion.usage
+        if tokens.cost is not None or self.policy.prices is None:
+            return tokens.cost
+        answered = completion.meta.get("model")
+        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, answered if isinstance(answered, str) else None)
+
+    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading, *, loop: bool, ballot: Ballot) -> None:
         retry = self.policy.retry
         if not retry.again(slot.outputs, self.clock() - self.t0) or (loop and not retry.grow_loops):
             self.box.spoil(slot.seat)
@@ -321,9 +351,11 @@ class _Run:
         if completion.finish_reason == "length":
             # Truncated: same question, more room; not re-asked with feedback.
             current = request.settings.max_tokens or self.backend.default_max_tokens
+            self.again(slot, ballot, "truncated")
             self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
             return
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
+        self.again(slot, ballot, "invalid")
         self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
 
     def fault(self, slot: _Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
@@ -331,23 +363,54 @@ class _Run:
         self.usage = self.usage + usage
         retryable = isinstance(error, BackendError) and error.retryable
         info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "retryable": retryable}
-        self.record(Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds))
+        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds)
+        self.record(ballot)
         slot.faults += 1
         if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):
             retry_after = error.retry_after if isinstance(error, BackendError) else None
-            self.call(slot, call.request, delay=self.policy.retry.backoff(slot.faults, retry_after))
+            delay = self.policy.retry.backoff(slot.faults, retry_after)
+            self.again(slot, ballot, "fault", delay)
+            self.call(slot, call.request, delay=delay)
             return
         self.box.spoil(slot.seat, error)
 
+    def again(self, slot: _Slot, ballot: Ballot, reason: str, wait: float = 0.0) -> None:
+        """The slot asks again (its next call is made right after): the watch is told."""
+        if self.watch is not None:
+            self.watch.retry(RetryEvent(slot.index, slot.calls + 1, reason, wait, ballot))
+
     def record(self, ballot: Ballot) -> None:
-        """The one place a ballot is made: kept for the Result and handed to ``on_ballot``."""
+        """The one place a ballot is made: kept for the Result, handed to ``on_ballot`` and the watch."""
         self.ballots.append(ballot)
-        log.debug("ballot %d.%d %s %s", ballot.slot, ballot.attempt, ballot.status, ballot.key or (ballot.error or {}).get("message", ""))
+        if log.isEnabledFor(logging.DEBUG):
+            shown = ballot.key or (ballot.error or {}).get("message", "")
+            log.debug("ballot %d.%d %s %s", ballot.slot, ballot.attempt, ballot.status, shown, extra=ballot_fields(ballot))
         if self.policy.on_ballot is not None:
             try:
                 self.policy.on_ballot(ballot)
             except Exception:  # a broken callback must not lose the run
                 log.exception("on_ballot callback failed")
+        if self.watch is not None:
+            self.watch.ballot(ballot)
+
+
+def ballot_fields(ballot: Ballot) -> dict[str, Any]:
+    """The structured fields of a ballot's log record (``extra=``; every name starts ``accord_``)."""
+    error = ballot.error or {}
+    return {
+        "accord_event": "ballot",
+        "accord_slot": ballot.slot,
+        "accord_attempt": ballot.attempt,
+        "accord_status": ballot.status,
+        "accord_key": ballot.key,
+        "accord_error": error.get("message"),
+        "accord_finish_reason": ballot.finish_reason,
+        "accord_seconds": round(ballot.seconds, 6),
+        "accord_prompt_tokens": ballot.usage.prompt_tokens,
+        "accord_completion_tokens": ballot.usage.completion_tokens,
+        "accord_cost": ballot.usage.cost,
+        "accord_min_margin": ballot.min_margin,
+    }
 
 
 def _describe(value: Any) -> Any:

@@ -1,0 +1,212 @@
+"""OpenTelemetry spans of a run, with the optional ``otel`` extra (``opentelemetry-api``).
+
+    accord.run                    one per run, ledger replays included; a child of the span that is
+    │                             current where ``run``/``arun``/``map``/``stream`` was called
+    ├── chat {model}              one per model call (kind CLIENT), in the GenAI semantic conventions
+    ├── chat {model}              (``gen_ai.*``), plus accord's own ``accord.ballot.*``; current
+    └── ...                       while the backend works, so an HTTP client's spans nest under it
+
+Retries are ``accord.retry`` events on the run span (slot, attempt, reason, the wait before it).
+A failed call sets its span's status to ERROR with an ``exception`` event; a failed run sets the
+run span's, with the error's type.
+
+No cost when OpenTelemetry is not installed, or installed with no tracer provider configured
+(the API's default proxy): the run creates nothing, and the check is one lookup per run.
+Prompts, outputs and values may hold personal data: they are recorded only with
+``Telemetry(content=True)`` (``gen_ai.input.messages``, ``gen_ai.output.messages``,
+``accord.value``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._result import Ballot, Result
+    from ._types import Request
+    from .backends._base import Backend
+
+Attributes = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """How runs are traced. ``tracer_provider``: where the spans go (default: the global one the
+    application configured; none configured, no span). ``content``: also record prompts, outputs
+    and values (off by default: they may hold personal data)."""
+
+    tracer_provider: Any = None
+    content: bool = False
+
+
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
+_lock = threading.Lock()
+
+
+@functools.cache
+def api() -> Any:
+    """``opentelemetry.trace``, or None when the API is not installed (looked up once)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
+
+
+def tracer(telemetry: Telemetry | None) -> Any:
+    """The tracer a run uses now, or None when no span would be recorded anywhere."""
+    trace = api()
+    if trace is None:
+        return None
+    provider = telemetry.tracer_provider if telemetry is not None and telemetry.tracer_provider is not None else None
+    if provider is None:
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+            return None  # the application configured no provider: nothing would be recorded
+    cached = _tracers.get(id(provider))
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    from . import __version__
+
+    with _lock:
+        made = provider.get_tracer("accord", __version__)
+        _tracers[id(provider)] = (provider, made)
+    return made
+
+
+# -- attributes -----------------------------------------------------------------------------------
+
+
+def run_start(schema: str, policy: Any, backend: Backend, prompt: Any, content: bool) -> Attributes:
+    vote = policy.vote
+    attrs: Attributes = {
+        "accord.schema": schema,
+        "accord.model": backend.fingerprint,
+        "accord.vote.k": vote.k,
+        "accord.vote.quorum": vote.needed,
+        "accord.vote.early_stop": vote.stop_rule is not None,
+        "accord.vote.gate": vote.gate is not None,
+        "accord.vote.fieldwise": vote.fieldwise,
+        "accord.retry.attempts": policy.retry.attempts,
+    }
+    if content:
+        attrs["accord.prompt"] = _json(prompt)
+    return attrs
+
+
+def run_end(result: Result[Any], content: bool) -> Attributes:
+    usage = result.usage
+    outcome = "failed" if result.error is not None else "stable" if result.stable else "unstable"
+    attrs: Attributes = {
+        "accord.outcome": outcome,
+        "accord.stopped_because": result.stopped_because,
+        "accord.agreement": result.agreement,
+        "accord.calls": result.calls,
+        "accord.ledger.hit": result.replayed,
+        "accord.usage.input_tokens": usage.prompt_tokens,
+        "accord.usage.output_tokens": usage.completion_tokens,
+        "accord.usage.cost": usage.cost,
+        "accord.usage.seconds": usage.seconds,
+        "accord.min_margin": _finite(result.min_margin),
+    }
+    if result.error is not None:
+        attrs["error.type"] = type(result.error).__name__
+    if content and result.data is not None:
+        attrs["accord.value"] = _json(result.data)
+    return _kept(attrs)
+
+
+def call_start(request: Request, model: Attributes, *, max_tokens: int, shape: str, streamed: bool, content: bool) -> Attributes:
+    """The GenAI request attributes of one model call (``model``: the backend's ``telemetry()``)."""
+    settings = request.settings
+    attrs: Attributes = {
+        "gen_ai.operation.name": "chat",
+        **model,
+        "gen_ai.request.max_tokens": settings.max_tokens or max_tokens,
+        "gen_ai.request.temperature": settings.temperature,
+        "gen_ai.request.seed": settings.seed,
+        "gen_ai.request.top_p": settings.top_p,
+        "gen_ai.request.top_k": settings.top_k,
+        "gen_ai.request.stop_sequences": list(settings.stop) if settings.stop else None,
+        "gen_ai.request.stream": streamed or None,
+        "gen_ai.output.type": "json" if shape == "json" else "text",
+        "accord.ballot.slot": request.ballot,
+        "accord.ballot.attempt": request.attempt,
+        "accord.ballot.perturbation": _describe(request.perturbation),
+        "accord.ballot.feedback": request.feedback.kind if request.feedback is not None else None,
+    }
+    if content:
+        attrs["gen_ai.input.messages"] = _json([_message(m) for m in request.messages])
+    return _kept(attrs)
+
+
+def call_end(ballot: Ballot, content: bool) -> Attributes:
+    """What came back: the GenAI response attributes and accord's reading of the ballot."""
+    usage = ballot.usage
+    error = ballot.error or {}
+    attrs: Attributes = {
+        "accord.ballot.status": ballot.status,
+        "gen_ai.response.model": ballot.meta.get("model") if isinstance(ballot.meta.get("model"), str) else None,
+        "gen_ai.response.finish_reasons": [ballot.finish_reason] if ballot.finish_reason else None,
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "accord.usage.cost": usage.cost,
+        "accord.ballot.min_margin": _finite(ballot.min_margin),
+        "accord.ballot.fragile_steps": ballot.fragile_steps,
+        "accord.ballot.coercions": len(_coercions(ballot)) if ballot.status == "valid" else None,
+    }
+    if ballot.status == "invalid":
+        attrs["accord.ballot.invalid"] = str(error.get("stage", "validate"))
+        attrs["accord.ballot.error_types"] = sorted({str(e.get("type", "")) for e in error.get("errors", ())})
+    elif ballot.status == "error":
+        attrs["error.type"] = str(error.get("type", "BackendError"))
+    if content:
+        if ballot.text is not None:
+            output = {"role": "assistant", "parts": [{"type": "text", "content": ballot.text}], "finish_reason": ballot.finish_reason}
+            attrs["gen_ai.output.messages"] = _json([output])
+        attrs["accord.ballot.key"] = ballot.key
+        if ballot.status == "invalid":
+            attrs["accord.ballot.error"] = error.get("message")
+    return _kept(attrs)
+
+
+def retry_event(event: Any) -> Attributes:
+    return {"accord.slot": event.slot, "accord.attempt": event.attempt, "accord.reason": event.reason, "accord.wait": event.wait}
+
+
+def _coercions(ballot: Ballot) -> tuple[Any, ...]:
+    # Ballot.coercions comes with the lenient reader (another branch); until it lands, none.
+    found = getattr(ballot, "coercions", ())
+    return tuple(found) if isinstance(found, (tuple, list)) else ()
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message in the GenAI conventions' shape: a role and its parts."""
+    content = message.get("content")
+    parts = [{"type": "text", "content": content}] if isinstance(content, str) else [{"type": "text", "content": _json(content)}]
+    return {"role": str(message.get("role", "user")), "parts": parts}
+
+
+def _describe(value: Any) -> str | None:
+    if value is None:
+        return None
+    describe = getattr(value, "describe", None)  # a Perturbation (or a user's perturbation object)
+    return str(describe() if callable(describe) else value)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=repr)
+
+
+def _kept(attrs: Attributes) -> Attributes:
+    """Attributes without the unknown (OpenTelemetry takes no None)."""
+    return {k: v for k, v in attrs.items() if v is not None}
