@@ -18,18 +18,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import queue
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from ..._errors import AccordError, BackendError, ConfigError
 from ..._perturb import Perturbation
 from ..._types import Completion, Prompt, Request, Settings, Usage
+from ...run._threads import aiterate, spawn
 from .._base import Backend, Noise
 from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
+from ._deltas import TextDeltas
 from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._perturbed import perturbed
 from ._steps import GrammarDeadEnd, StepRecorder, token_ids, until_end
@@ -128,6 +131,9 @@ class TransformersBackend(Backend):
             "path": str(self.path) if self.path else None,
         }
 
+    def telemetry(self) -> dict[str, str | int]:
+        return {"gen_ai.provider.name": "transformers", "gen_ai.request.model": self.model_id}
+
     @property
     def constrainer(self) -> Constrainer:
         if self._constrainer is None:
@@ -138,11 +144,32 @@ class TransformersBackend(Backend):
 
     # -- generation -------------------------------------------------------------------------------
 
-    def generate(self, request: Request) -> Completion:
+    def generate(self, request: Request, streamer: Any = None) -> Completion:
         start = time.perf_counter()
         with self._guard():
             served = self.constrainer.processor(request.schema)
-            return self._generate(request.input, request.settings, served, start, request.perturbation)
+            return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer)
+
+    def stream(self, request: Request) -> Iterator[str | Completion]:
+        """:meth:`generate`, its text handed out as it is decoded (``generate`` runs in a worker
+        thread meanwhile), then the Completion."""
+        deltas: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        streamer = TextDeltas(self.tokenizer, self.base_config.eos_token_id, deltas.put)
+
+        def call() -> Completion:
+            try:
+                return self.generate(request, streamer)
+            finally:
+                deltas.put(None)
+
+        done = spawn(call)
+        while (delta := deltas.get()) is not None:
+            yield delta
+        yield done.result()
+
+    async def astream(self, request: Request) -> AsyncIterator[str | Completion]:
+        async for item in aiterate(lambda: self.stream(request)):
+            yield item
 
     def unconstrained(
         self, prompt: Prompt, settings: Settings | None = None, perturbation: Perturbation | None = None
@@ -166,7 +193,8 @@ class TransformersBackend(Backend):
                 raise BackendError(f"{self.model_id}: generation failed: {type(exc).__name__}: {exc}") from exc
 
     def _generate(
-        self, prompt: Prompt, settings: Settings, served: Served | None, start: float, perturbation: Perturbation | None = None
+        self, prompt: Prompt, settings: Settings, served: Served | None, start: float, perturbation: Perturbation | None = None,
+        *, streamer: Any = None,
     ) -> Completion:
         import torch
         from transformers import LogitsProcessorList
@@ -186,7 +214,7 @@ class TransformersBackend(Backend):
         ):
             out = run.model.generate(
                 **run.inputs, generation_config=config, logits_processor=processors,
-                tokenizer=self.tokenizer if config.stop_strings else None,
+                tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
             )
         new = until_end(out[0, run.width:].tolist(), self.base_config.eos_token_id)
         recorder.keep(new)

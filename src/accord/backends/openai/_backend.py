@@ -33,14 +33,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Generator
+from urllib.parse import urlsplit
 
 from ..._errors import BackendError, ConfigError
 from ..._types import Completion, Request, Usage
 from . import _wire as wire
 from .._base import Backend, Noise
 from ._caps import SHARED, Capabilities, Known
+from ._chunks import STREAM_OPTIONS, Chunks
 from ._clients import Server, servers_from
 from ._errors import guard_logs, to_backend_error
 
@@ -66,6 +69,7 @@ class _Chat:
     server: Server
     params: dict[str, Any]
     timeout: float | None = None  # the run's time left: an abandoned call does not outlive its budget
+    answer: bool = False  # the ballot's answer (not the probe): what ``stream`` streams
 
     def options(self, client: Any) -> dict[str, Any]:
         if self.timeout is None:
@@ -77,6 +81,12 @@ class _Chat:
 
     async def acall(self, client: Any) -> Any:
         return await client.chat.completions.create(**self.options(client))
+
+    def stream(self, client: Any) -> Any:
+        return client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
+
+    async def astream(self, client: Any) -> Any:
+        return await client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
 
 
 def _capped(timeout: Any, left: float) -> Any:
@@ -245,6 +255,65 @@ class OpenAIBackend(Backend):
             except Exception as exc:
                 reply = exc
 
+    def stream(self, request: Request) -> Iterator[str | Completion]:
+        """:meth:`generate`, with the answer's chat completion streamed (``stream=True``): its
+        text deltas as they arrive, then the Completion (usage from the last chunk)."""
+        flow, reply = self._exchange(request, self._next_server()), None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                yield done.value
+                return
+            try:
+                if isinstance(op, _Chat) and op.answer:
+                    chunks = Chunks()
+                    for chunk in op.stream(op.server.sync_client()):
+                        delta = chunks.add(chunk)
+                        if delta:
+                            yield delta
+                    reply = chunks.response()
+                else:
+                    reply = op.call(op.server.sync_client())
+            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
+                reply = exc
+
+    async def astream(self, request: Request) -> AsyncIterator[str | Completion]:
+        flow, reply = self._exchange(request, self._next_server()), None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                yield done.value
+                return
+            try:
+                if isinstance(op, _Chat) and op.answer:
+                    chunks = Chunks()
+                    async for chunk in await op.astream(op.server.async_client()):
+                        delta = chunks.add(chunk)
+                        if delta:
+                            yield delta
+                    reply = chunks.response()
+                else:
+                    reply = await op.acall(op.server.async_client())
+            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
+                reply = exc
+
+    def telemetry(self) -> dict[str, str | int]:
+        """``openai`` (the API spoken), the model asked for (or the one discovered), the server."""
+        server = self.servers[0]
+        attrs: dict[str, str | int] = {"gen_ai.provider.name": "openai"}
+        model = self.model or self._models.get(server.shown)
+        if model:
+            attrs["gen_ai.request.model"] = model
+        if len(self.servers) == 1:
+            url = urlsplit(server.shown)
+            if url.hostname:
+                attrs["server.address"] = url.hostname
+            if url.port:
+                attrs["server.port"] = url.port
+        return attrs
+
     def close(self) -> None:
         """Close the sync clients accord built (async ones close with their event loop)."""
         for server in self.servers:
@@ -274,7 +343,7 @@ class OpenAIBackend(Backend):
             hint = not structured and claimed and not wire.has_hint(request)
             return wire.chat_params(request, options, known, structured=structured, hint=hint)
 
-        response, params = yield from self._ask(server, key, build, request.deadline)
+        response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
         try:
             parsed = wire.parse(response)
         except Exception as exc:  # Malformed, or an attribute the server left out
@@ -292,14 +361,15 @@ class OpenAIBackend(Backend):
         return replace(completion, usage=completion.usage + extra_usage, meta=meta)
 
     def _ask(
-        self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None
+        self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
+        *, answer: bool = False,
     ) -> Generator[_Op, Any, tuple[Any, dict[str, Any]]]:
         """Send one chat completion; drop parameters the server refuses and send again."""
         for _ in range(len(wire.DROPPABLE) + 1):
             params = build(self.capabilities.get(key))
             if params is None:
                 break
-            reply = yield _Chat(server, params, None if deadline is None else max(deadline, 0.05))
+            reply = yield _Chat(server, params, None if deadline is None else max(deadline, 0.05), answer)
             if not isinstance(reply, BaseException):
                 return reply, params
             refused = wire.rejected_params(reply, params)
