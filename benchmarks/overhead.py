@@ -1,27 +1,45 @@
 """The middleware's own cost per ballot, on a scripted backend, for a nested 10-field schema.
 
-    python benchmarks/overhead.py [--quick] [--cpu]
+    python benchmarks/overhead.py [--quick] [--cpu] [--against REF]
 
-Prints p50 / p90 microseconds per ballot (target: p50 <= 200 us). The scripted backend returns
-at once, so the time measured is accord's: building the request, extracting, normalizing,
-validating, canonicalizing, voting and assembling the Result. ``--cpu`` measures the process's
-CPU time instead of wall-clock time: steadier on a shared machine, where other processes preempt
-this one (the wall-clock p90 then measures the machine's load, not accord).
+Prints p50 / p90 microseconds per ballot (target: p50 <= 200 us) for three arms, measured in
+interleaved rounds so that the machine's load falls on all of them alike:
+
+    off     the default Stabilizer: OpenTelemetry installed, no tracer provider configured, no hooks
+    otel    spans on: an SDK tracer provider whose exporter does nothing (target: <= +50 us a ballot)
+    spans   spans on, through a tracer whose spans record nothing (the API's non-recording span):
+            accord's own part of the otel arm; the rest is the SDK's work on each span
+    hooks   all five hooks set, each a function that does nothing
+
+The scripted backend returns at once, so the time measured is accord's: building the request,
+extracting, normalizing, validating, canonicalizing, voting and assembling the Result (and, in
+the other arms, the spans and hook calls). ``--cpu`` measures the process's CPU time instead of
+wall-clock time: steadier on a shared machine, where other processes preempt this one.
+``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
+and of this tree, each in fresh processes taking turns (target: off no slower than REF).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 import accord
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Address(BaseModel):
@@ -49,12 +67,59 @@ ANSWER = {
     "note": None, "priority": 2,
 }
 TEXT = "Here is the order:\n```json\n" + json.dumps(ANSWER) + "\n```"
+ARMS = {
+    "off": "OTel off (no provider)",
+    "otel": "OTel on, no-op exporter",
+    "spans": "spans recording nothing",
+    "hooks": "hooks set (5 no-op hooks)",
+}
 
 
-def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter) -> list[float]:
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _noop_provider() -> Any:
+    """An SDK tracer provider whose exporter drops every span (what is left is the spans' cost)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    return provider
+
+
+class _Unrecorded:
+    """A tracer provider whose spans record nothing (what accord does around them is all that is left)."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        from opentelemetry import trace
+
+        return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+
+
+def options(arm: str) -> dict[str, Any]:
+    """The Stabilizer options of an arm (``off`` uses none: it runs on any accord, today's too)."""
+    if arm == "otel":
+        return {"telemetry": accord.Telemetry(tracer_provider=_noop_provider())}
+    if arm == "spans":
+        return {"telemetry": accord.Telemetry(tracer_provider=_Unrecorded())}
+    if arm == "hooks":
+        return {"hooks": accord.Hooks(before_request=_nothing, after_ballot=_nothing, on_retry=_nothing, on_result=_nothing, on_error=_nothing)}
+    return {}
+
+
+def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, arm: str = "off") -> list[float]:
     per_ballot = []
     model = accord.models.scripted([TEXT] * k * runs)
-    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False))
+    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **options(arm))
     for _ in range(runs):
         start = clock()
         result = stab.run("Extract the order.")
@@ -62,20 +127,116 @@ def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter) -
     return per_ballot
 
 
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1e6, ordered[int(len(ordered) * 0.9)] * 1e6
+
+
+def interleaved(arms: list[str], runs: int, rounds: int, clock: Callable[[], float]) -> dict[str, list[list[float]]]:
+    """Per-ballot samples of each arm, ``runs`` runs each, taken in ``rounds`` turns (order
+    rotating): one list of samples per round."""
+    samples: dict[str, list[list[float]]] = {arm: [] for arm in arms}
+    for round_ in range(rounds):
+        for arm in arms[round_ % len(arms) :] + arms[: round_ % len(arms)]:
+            samples[arm].append(measure(max(1, runs // rounds), 5, clock, arm))
+    return samples
+
+
+def paired(rounds: list[list[float]], base: list[list[float]]) -> float:
+    """The median over rounds of (this arm's p50 - the base arm's p50) in the same round, in us:
+    the load a round ran under falls on both, so it cancels out."""
+    return statistics.median(statistics.median(a) - statistics.median(b) for a, b in zip(rounds, base, strict=True)) * 1e6
+
+
+def span_floor(clock: Callable[[], float], count: int = 5000) -> float:
+    """What the SDK itself takes to start and end one bare span (no attributes) on the no-op
+    pipeline, in us: the part of the otel arm accord cannot remove (a ballot has 1 + 1/k)."""
+    from opentelemetry import trace
+
+    tracer = _noop_provider().get_tracer("floor")
+    parent = trace.set_span_in_context(tracer.start_span("parent"))
+    for _ in range(200):
+        tracer.start_span("x", context=parent).end()
+    start = clock()
+    for _ in range(count):
+        tracer.start_span("x", context=parent).end()
+    return (clock() - start) / count * 1e6
+
+
+def _export(ref: str, into: Path) -> Path:
+    """The ``src`` folder of git revision ``ref``, unpacked under ``into``."""
+    archive = into / "src.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref, "src"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def _child(src: Path, runs: int, cpu: bool) -> list[float]:
+    """The off arm measured in a fresh process that imports accord from ``src``."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else [])]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=900)
+    return [float(x) for x in json.loads(done.stdout)]
+
+
+def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float]]:
+    """Off-arm samples of ``ref`` and of this tree, from fresh processes taking turns."""
+    theirs: list[float] = []
+    ours: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
+        src = _export(ref, Path(tmp))
+        for round_ in range(rounds):
+            order = [(src, theirs), (ROOT / "src", ours)]
+            for where, samples in order if round_ % 2 == 0 else order[::-1]:
+                samples.extend(_child(where, max(1, runs // rounds), cpu))
+    return theirs, ours
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (for the test suite)")
     parser.add_argument("--cpu", action="store_true", help="CPU time of this process instead of wall-clock time")
+    parser.add_argument("--rounds", type=int, default=40, help="turns the arms take (default 40)")
+    parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
+    parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     args = parser.parse_args(argv)
-    runs = 200 if args.quick else 2000
     clock = time.process_time if args.cpu else time.perf_counter
-    measure(20, 5)  # warm-up: imports, pydantic schema caches
-    samples = sorted(measure(runs, 5, clock))
-    p50 = statistics.median(samples) * 1e6
-    p90 = samples[int(len(samples) * 0.9)] * 1e6
+    if args.child:
+        measure(20, 5)  # warm-up: imports, pydantic schema caches
+        print(json.dumps(measure(args.child, 5, clock)))
+        return 0
+    runs = 200 if args.quick else 2000
+    rounds = 4 if args.quick else args.rounds
+    arms = list(ARMS)
+    if importlib.util.find_spec("opentelemetry") is None:
+        arms = [arm for arm in arms if arm not in ("otel", "spans")]
+        print("OTel arms: skipped (opentelemetry is not installed: pip install 'accord[otel]' opentelemetry-sdk)")
+    elif importlib.util.find_spec("opentelemetry.sdk") is None:
+        arms.remove("otel")
+        print("OTel on: skipped (opentelemetry-sdk is not installed: pip install opentelemetry-sdk)")
+    for arm in arms:
+        measure(20, 5, arm=arm)  # warm-up: imports, pydantic schema caches
+    samples = interleaved(arms, runs, rounds, clock)
     kind = "CPU time" if args.cpu else "wall-clock"
-    print(f"overhead per ballot ({kind}), nested 10-field schema, k=5, {runs} runs: p50 {p50:.0f} us, p90 {p90:.0f} us "
-          f"(target p50 <= 200 us: {'met' if p50 <= 200 else 'NOT met'})")
+    print(f"overhead per ballot ({kind}), nested 10-field schema, k=5, {runs} runs per arm in {rounds} interleaved rounds:")
+    for arm in arms:
+        p50, p90 = percentiles([x for round_ in samples[arm] for x in round_])
+        if arm == "off":
+            note = f"target p50 <= 200 us: {'met' if p50 <= 200 else 'NOT met'}"
+        else:
+            delta = paired(samples[arm], samples["off"])
+            note = f"{delta:+.0f} us a ballot, paired by round"
+            if arm == "otel":
+                note += f"; target <= +50 us: {'met' if delta <= 50 else 'NOT met'}"
+        print(f"  {ARMS[arm]:<28} p50 {p50:4.0f} us, p90 {p90:4.0f} us ({note})")
+    if "otel" in arms:
+        print(f"  the SDK's own bare span here: {span_floor(clock):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
+    if args.against:
+        theirs, ours = against(args.against, runs, rounds, args.cpu)
+        (t50, t90), (o50, o90) = percentiles(theirs), percentiles(ours)
+        print(f"  off at {args.against:<21} p50 {t50:4.0f} us, p90 {t90:4.0f} us (fresh processes, taking turns)")
+        print(f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%)")
     return 0
 
 

@@ -58,6 +58,14 @@ def api() -> Any:
     return trace
 
 
+@functools.cache
+def context() -> Any:
+    """``opentelemetry.context`` (only asked for once ``api()`` found the API)."""
+    from opentelemetry import context as found
+
+    return found
+
+
 def tracer(telemetry: Telemetry | None) -> Any:
     """The tracer a run uses now, or None when no span would be recorded anywhere."""
     trace = api()
@@ -121,58 +129,75 @@ def run_end(result: Result[Any], content: bool) -> Attributes:
     return _kept(attrs)
 
 
-def call_start(request: Request, model: Attributes, *, max_tokens: int, shape: str, streamed: bool, content: bool) -> Attributes:
-    """The GenAI request attributes of one model call (``model``: the backend's ``telemetry()``)."""
+def call_static(model: Attributes, shape: str) -> Attributes:
+    """What every call of a run shares: the operation, the backend's ``telemetry()``, the output type."""
+    return {"gen_ai.operation.name": "chat", **model, "gen_ai.output.type": "json" if shape == "json" else "text"}
+
+
+def call_start(request: Request, static: Attributes, *, max_tokens: int, streamed: bool, content: bool) -> Attributes:
+    """The GenAI request attributes of one model call (``static``: :func:`call_static`)."""
     settings = request.settings
-    attrs: Attributes = {
-        "gen_ai.operation.name": "chat",
-        **model,
-        "gen_ai.request.max_tokens": settings.max_tokens or max_tokens,
-        "gen_ai.request.temperature": settings.temperature,
-        "gen_ai.request.seed": settings.seed,
-        "gen_ai.request.top_p": settings.top_p,
-        "gen_ai.request.top_k": settings.top_k,
-        "gen_ai.request.stop_sequences": list(settings.stop) if settings.stop else None,
-        "gen_ai.request.stream": streamed or None,
-        "gen_ai.output.type": "json" if shape == "json" else "text",
-        "accord.ballot.slot": request.ballot,
-        "accord.ballot.attempt": request.attempt,
-        "accord.ballot.perturbation": _describe(request.perturbation),
-        "accord.ballot.feedback": request.feedback.kind if request.feedback is not None else None,
-    }
+    attrs = dict(static)
+    attrs["gen_ai.request.max_tokens"] = settings.max_tokens or max_tokens
+    attrs["gen_ai.request.temperature"] = settings.temperature
+    if settings.seed is not None:
+        attrs["gen_ai.request.seed"] = settings.seed
+    if settings.top_p is not None:
+        attrs["gen_ai.request.top_p"] = settings.top_p
+    if settings.top_k is not None:
+        attrs["gen_ai.request.top_k"] = settings.top_k
+    if settings.stop:
+        attrs["gen_ai.request.stop_sequences"] = list(settings.stop)
+    if streamed:
+        attrs["gen_ai.request.stream"] = True
+    attrs["accord.ballot.slot"] = request.ballot
+    attrs["accord.ballot.attempt"] = request.attempt
+    if request.perturbation is not None:
+        attrs["accord.ballot.perturbation"] = _describe(request.perturbation)
+    if request.feedback is not None:
+        attrs["accord.ballot.feedback"] = request.feedback.kind
     if content:
         attrs["gen_ai.input.messages"] = _json([_message(m) for m in request.messages])
-    return _kept(attrs)
+    return attrs
 
 
 def call_end(ballot: Ballot, content: bool) -> Attributes:
     """What came back: the GenAI response attributes and accord's reading of the ballot."""
+    attrs: Attributes = {"accord.ballot.status": ballot.status}
+    if ballot.finish_reason:
+        attrs["gen_ai.response.finish_reasons"] = [ballot.finish_reason]
+    answered = ballot.meta.get("model")
+    if isinstance(answered, str):
+        attrs["gen_ai.response.model"] = answered
     usage = ballot.usage
-    error = ballot.error or {}
-    attrs: Attributes = {
-        "accord.ballot.status": ballot.status,
-        "gen_ai.response.model": ballot.meta.get("model") if isinstance(ballot.meta.get("model"), str) else None,
-        "gen_ai.response.finish_reasons": [ballot.finish_reason] if ballot.finish_reason else None,
-        "gen_ai.usage.input_tokens": usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": usage.completion_tokens,
-        "accord.usage.cost": usage.cost,
-        "accord.ballot.min_margin": _finite(ballot.min_margin),
-        "accord.ballot.fragile_steps": ballot.fragile_steps,
-        "accord.ballot.coercions": len(_coercions(ballot)) if ballot.status == "valid" else None,
-    }
-    if ballot.status == "invalid":
+    if usage.prompt_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = usage.prompt_tokens
+    if usage.completion_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = usage.completion_tokens
+    if usage.cost is not None:
+        attrs["accord.usage.cost"] = usage.cost
+    if ballot.min_margin is not None and math.isfinite(ballot.min_margin):
+        attrs["accord.ballot.min_margin"] = ballot.min_margin
+    if ballot.fragile_steps is not None:
+        attrs["accord.ballot.fragile_steps"] = ballot.fragile_steps
+    coercions = len(_coercions(ballot))
+    if coercions:
+        attrs["accord.ballot.coercions"] = coercions
+    error = ballot.error
+    if error is not None and ballot.status == "invalid":
         attrs["accord.ballot.invalid"] = str(error.get("stage", "validate"))
         attrs["accord.ballot.error_types"] = sorted({str(e.get("type", "")) for e in error.get("errors", ())})
-    elif ballot.status == "error":
+    elif error is not None and ballot.status == "error":
         attrs["error.type"] = str(error.get("type", "BackendError"))
     if content:
         if ballot.text is not None:
             output = {"role": "assistant", "parts": [{"type": "text", "content": ballot.text}], "finish_reason": ballot.finish_reason}
             attrs["gen_ai.output.messages"] = _json([output])
-        attrs["accord.ballot.key"] = ballot.key
-        if ballot.status == "invalid":
-            attrs["accord.ballot.error"] = error.get("message")
-    return _kept(attrs)
+        if ballot.key is not None:
+            attrs["accord.ballot.key"] = ballot.key
+        if error is not None and ballot.status == "invalid":
+            attrs["accord.ballot.error"] = str(error.get("message", ""))
+    return attrs
 
 
 def retry_event(event: Any) -> Attributes:

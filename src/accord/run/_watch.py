@@ -56,12 +56,13 @@ class Watch:
         self.content = content
         self.backend, self.schema, self.policy = backend, schema, policy
         self.streaming = streaming
+        self.name = "chat"
         self.pending: list[Awaitable[None]] = []
         self.span: Any = None  # the run span
         self.context: Any = None  # the context that holds it: the parent of every call span
         self.calls: dict[tuple[int, int], _Call] = {}  # (slot, attempt) -> its span, once started
         self.model: dict[str, str | int] = {}
-        self.shape = ""
+        self.static: dict[str, Any] = {}  # the attributes every call span of the run shares
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -70,7 +71,8 @@ class Watch:
             return
         trace = telemetry.api()
         self.model = dict(self.backend.telemetry())
-        self.shape = shape_of(self.schema)
+        self.static = telemetry.call_static(self.model, shape_of(self.schema))
+        self.name = f"chat {self.model['gen_ai.request.model']}" if self.model.get("gen_ai.request.model") else "chat"
         attrs = telemetry.run_start(self.schema.name, self.policy, self.backend, prompt, self.content)
         self.span = self.tracer.start_span("accord.run", attributes=attrs)
         self.context = trace.set_span_in_context(self.span)
@@ -133,7 +135,7 @@ class Watch:
             return
         streamed = self.streaming and call.slot == 0
         max_tokens = self.backend.default_max_tokens
-        attrs = telemetry.call_start(request, self.model, max_tokens=max_tokens, shape=self.shape, streamed=streamed, content=self.content)
+        attrs = telemetry.call_start(request, self.static, max_tokens=max_tokens, streamed=streamed, content=self.content)
         self.calls[(call.slot, request.attempt)] = _Call(attrs)
 
     def ballot(self, ballot: Ballot) -> None:
@@ -165,15 +167,11 @@ class Watch:
         found = self.calls.get((call.slot, call.request.attempt))
         if found is None:
             return contextlib.nullcontext()
-        span = self._start(found)
-        trace = telemetry.api()
-        return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)  # type: ignore[no-any-return]  # the API's context manager
+        return _Current(self._start(found))
 
     def _start(self, call: _Call) -> Any:
         trace = telemetry.api()
-        model = self.model.get("gen_ai.request.model")
-        name = f"chat {model}" if model else "chat"
-        call.span = self.tracer.start_span(name, context=self.context, kind=trace.SpanKind.CLIENT, attributes=call.attrs)
+        call.span = self.tracer.start_span(self.name, context=self.context, kind=trace.SpanKind.CLIENT, attributes=call.attrs)
         call.started = time.perf_counter()
         return call.span
 
@@ -205,3 +203,21 @@ class _Call:
         self.attrs = attrs
         self.span: Any = None
         self.started = 0.0
+
+
+class _Current:
+    """``trace.use_span`` without its exception handling (the drivers catch everything): the span
+    is the current one inside the block."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.token: Any = None
+
+    def __enter__(self) -> Any:
+        self.token = telemetry.context().attach(telemetry.api().set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, *exc: object) -> None:
+        telemetry.context().detach(self.token)
