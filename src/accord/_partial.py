@@ -8,7 +8,7 @@ A Partial is read from the text so far: for a JSON shape (objects, lists), ``dat
 partial JSON (an unfinished string kept as far as it goes, an unfinished number or word left
 out) and ``value`` the schema's value once pydantic's partial validation accepts it (every
 required field present; the last string may still grow); for a choice, a scalar or a string,
-``value`` is the text read as accord reads any output, once it reads. A retry of slot 0 starts
+``value`` (and ``data``, its JSON data) is the text read as accord reads any output, once it reads. A retry of slot 0 starts
 again from an empty text (``attempt`` says which call it is).
 
 A UI shows the Partials as they come and then replaces them with ``Decided.result.value``; when

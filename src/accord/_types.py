@@ -84,7 +84,8 @@ class Feedback:
 class Request:
     """One model call.
 
-    ``prompt`` is what the user passed (a string or a list of chat messages). ``input`` is what a
+    ``prompt`` is what the user passed (a string or a list of chat messages; with ``system=`` or
+    ``examples=``, the message list that puts them first). ``input`` is what a
     text backend should send: the prompt, plus a short rendering of the schema when the backend
     cannot constrain its output, plus one feedback block on a retry. It never grows with attempts.
     """
