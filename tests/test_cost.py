@@ -24,7 +24,7 @@ def test_every_call_is_priced_and_the_result_sums_them() -> None:
     assert [b.status for b in result.ballots] == ["invalid", "valid", "valid"]
     costs = [b.usage.cost for b in result.ballots]
     assert costs == pytest.approx([0.0028, 0.0028, 0.0044])  # 1000 x 2 + 100 x 8 per million; the invalid call costs too
-    assert result.usage.cost == pytest.approx(sum(costs)) and result.usage.to_dict()["cost"] == pytest.approx(0.01)
+    assert result.usage.cost == pytest.approx(sum(c or 0.0 for c in costs)) and result.usage.to_dict()["cost"] == pytest.approx(0.01)
 
 
 def test_a_price_is_found_by_the_model_asked_then_the_model_that_answered_then_the_default() -> None:

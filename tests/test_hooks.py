@@ -152,7 +152,7 @@ def test_hooks_are_checked_when_the_stabilizer_is_made() -> None:
     with pytest.raises(accord.ConfigError):
         Hooks(before_request=3)  # type: ignore[arg-type]
     with pytest.raises(accord.ConfigError):
-        Stabilizer(models.scripted([GOOD]), schema=Review, hooks=lambda r: None)  # type: ignore[arg-type]
+        Stabilizer(models.scripted([GOOD]), schema=Review, hooks=lambda r: None)  # type: ignore[call-overload]
 
 
 def test_hooks_do_not_change_the_result() -> None:
@@ -195,7 +195,11 @@ def test_logging_off_costs_no_field_building(monkeypatch: pytest.MonkeyPatch) ->
 
     built: list[int] = []
     original = _loop.ballot_fields
-    monkeypatch.setattr(_loop, "ballot_fields", lambda b: built.append(1) or original(b))
+    def counted(ballot: accord.Ballot) -> dict[str, Any]:
+        built.append(1)
+        return original(ballot)
+
+    monkeypatch.setattr(_loop, "ballot_fields", counted)
     logging.getLogger("accord").setLevel(logging.WARNING)
     try:
         Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3)).run("q")

@@ -133,7 +133,8 @@ def test_the_local_model_reads_the_system_prompt_and_examples_through_its_chat_t
         gives_margins = True
 
         def __init__(self, inner: Any) -> None:
-            self.inner, self.fingerprint, self.requests = inner, inner.fingerprint, []
+            self.inner, self.fingerprint = inner, inner.fingerprint
+            self.requests: list[accord.Request] = []
 
         def generate(self, request: accord.Request) -> accord.Completion:
             self.requests.append(request)
@@ -151,13 +152,13 @@ def test_the_local_model_reads_the_system_prompt_and_examples_through_its_chat_t
 
 @pytest.mark.server
 def test_the_server_gets_the_system_prompt_and_examples_as_chat_messages(openai_server: str) -> None:
-    import httpx
+    import httpx2  # the HTTP client openai is built on
+    import openai
 
     from accord.backends.openai._caps import Capabilities
 
     sent: list[Any] = []
-    client = httpx.Client(event_hooks={"request": [lambda r: sent.append(r.content)]})
-    import openai
+    client = httpx2.Client(event_hooks={"request": [lambda r: sent.append(r.content)]})
 
     model = models.openai(openai.OpenAI(base_url=openai_server, api_key="unused", http_client=client), capabilities=Capabilities(),
                           max_tokens=8, structured=False)

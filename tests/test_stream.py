@@ -151,7 +151,7 @@ def test_a_reader_that_stops_early_abandons_the_run_quietly() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    stab = Stabilizer(Typing([GOOD] * 3), schema=Review, vote=Vote(k=3), telemetry=accord.Telemetry(tracer_provider=provider))
+    stab = Stabilizer(Typing([GOOD] * 6), schema=Review, vote=Vote(k=3), telemetry=accord.Telemetry(tracer_provider=provider))
     stream = stab.stream("q")
     assert isinstance(next(stream), Partial)
     stream.close()
@@ -160,9 +160,11 @@ def test_a_reader_that_stops_early_abandons_the_run_quietly() -> None:
     exporter.clear()
     list(stab.stream("again"))
     spans = exporter.get_finished_spans()
-    [first] = [s for s in spans if (s.attributes or {}).get("accord.ballot.slot") == 0]
-    assert (first.attributes or {})["gen_ai.request.stream"] is True and (first.attributes or {})["gen_ai.response.time_to_first_chunk"] >= 0
-    assert all("gen_ai.request.stream" not in (s.attributes or {}) for s in spans if (s.attributes or {}).get("accord.ballot.slot", 0) > 0)
+    calls = [dict(s.attributes or {}) for s in spans if s.name != "accord.run"]
+    [first] = [a for a in calls if a["accord.ballot.slot"] == 0]
+    waited = first["gen_ai.response.time_to_first_chunk"]
+    assert first["gen_ai.request.stream"] is True and isinstance(waited, float) and waited >= 0
+    assert len(calls) == 2 and all("gen_ai.request.stream" not in a for a in calls if a["accord.ballot.slot"] != 0)
 
 
 @pytest.mark.model
@@ -194,3 +196,22 @@ def test_the_server_streams_its_first_ballot(openai_server: str, collect: Any) -
     assert len(partials) >= 1 and partials[-1].text == ballot.text and all(ballot.text.startswith(p.text) for p in partials)
     assert ballot.usage.prompt_tokens and ballot.usage.completion_tokens  # the usage chunk came at the end
     assert ballot.finish_reason in ("stop", "length")
+
+
+def test_the_local_streamer_reads_row_0_stops_at_the_end_and_waits_for_whole_characters() -> None:
+    torch = pytest.importorskip("torch")
+    from accord.backends.local._deltas import TextDeltas
+
+    class Bytes:
+        """Token i is byte i; a cut multi-byte character decodes to U+FFFD, as a byte-level BPE does."""
+
+        def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+            return bytes(ids).decode("utf-8", errors="replace")
+
+    got: list[str] = []
+    streamer = TextDeltas(Bytes(), ends=0, hand=got.append)
+    streamer.put(torch.tensor([[1, 2, 3], [4, 5, 6]]))  # the prompt, in a batch with a neighbour: skipped
+    for ours, neighbour in [(ord("h"), 70), (ord("i"), 71), (0xC3, 72), (0xA9, 73), (0, 74), (ord("x"), 75)]:
+        streamer.put(torch.tensor([ours, neighbour]))  # one step: a token per row
+    streamer.end()
+    assert got == ["h", "i", "é"]  # "é" waits for its second byte; nothing after the end token

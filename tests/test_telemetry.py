@@ -70,7 +70,7 @@ def parent_of(span: ReadableSpan) -> int | None:
 
 def span_id(span: ReadableSpan) -> int:
     assert span.context is not None
-    return span.context.span_id
+    return int(span.context.span_id)
 
 
 def test_a_run_is_a_span_with_one_child_per_model_call(traced: Traced) -> None:
@@ -201,9 +201,13 @@ def test_spans_made_inside_the_model_call_nest_under_its_span_sync_and_async(tra
             await asyncio.sleep(0.01)
         return GOOD
 
-    for model, go in ((sync_model, lambda s: s.run("q")), (async_model, lambda s: asyncio.run(s.arun("q")))):
+    for model in (sync_model, async_model):
         traced.exporter.clear()
-        go(Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=traced.telemetry()))
+        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=traced.telemetry())
+        if model is sync_model:
+            stab.run("q")
+        else:
+            asyncio.run(stab.arun("q"))
         calls = {span_id(c) for c in traced.calls()}
         inner = traced.named("http POST")
         assert len(inner) == 2 and {parent_of(s) for s in inner} == calls
@@ -246,7 +250,7 @@ def test_telemetry_false_records_nothing(traced: Traced) -> None:
     Stabilizer(models.scripted([GOOD] * 3), schema=Review, telemetry=False).run("q")
     assert traced.spans == []
     with pytest.raises(accord.ConfigError):
-        Stabilizer(models.scripted([GOOD]), schema=Review, telemetry="yes")  # type: ignore[arg-type]
+        Stabilizer(models.scripted([GOOD]), schema=Review, telemetry="yes")  # type: ignore[call-overload]
 
 
 def _python(code: str) -> str:
@@ -275,6 +279,7 @@ def test_without_opentelemetry_installed_accord_runs_the_same() -> None:
 
 def test_the_global_provider_the_application_configured_is_used() -> None:
     code = """
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -310,10 +315,11 @@ def test_the_server_traces_its_ballots(openai_server: str, traced: Traced) -> No
 
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=8)
     stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False), telemetry=traced.telemetry())
-    stab.run("What is 2 + 2? Answer with the number only.")
+    [result] = stab.map(["What is 2 + 2? Answer with the number only."])  # map: a failed run is a Result too
     calls = traced.calls()
-    assert len(calls) == 2
+    assert len(calls) == result.calls >= 2  # retries of an invalid answer included
     a = attrs(calls[0])
     assert a["gen_ai.provider.name"] == "openai" and a["server.address"] == "127.0.0.1" and isinstance(a["server.port"], int)
-    assert a["gen_ai.response.model"] == model.describe()["servers"][0]["model"]
+    servers: Any = model.describe()["servers"]
+    assert a["gen_ai.response.model"] == servers[0]["model"]
     assert a["gen_ai.usage.input_tokens"] > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
@@ -215,7 +215,7 @@ class Stabilizer(Generic[T]):
             await watch.settle()
         return _deliver(result)
 
-    def stream(self, prompt: Prompt, *, refresh: bool = False) -> Iterator[Partial[T] | Decided[T]]:
+    def stream(self, prompt: Prompt, *, refresh: bool = False) -> Generator[Partial[T] | Decided[T], None, None]:
         """Decide one prompt, showing the first ballot as it is written: a :class:`~accord.Partial`
         per text delta of ballot slot 0, then one :class:`~accord.Decided` with the Result (a
         failed run's too: ``result.error`` is set, nothing is raised). A backend that cannot
@@ -244,7 +244,7 @@ class Stabilizer(Generic[T]):
             watch.settle_now()
         yield Decided(result, changed(result))
 
-    async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncIterator[Partial[T] | Decided[T]]:
+    async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncGenerator[Partial[T] | Decided[T], None]:
         """Async :meth:`stream`: ``async for event in stab.astream(prompt)``."""
         prompt = _check_prompt(prompt)
         watch = self._watch(prompt, streaming=True)
