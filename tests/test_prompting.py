@@ -122,6 +122,8 @@ def test_the_decorator_takes_them_too() -> None:
 
     assert ask("q") == Review(stars=4, sentiment="positive")
     assert seen[0][0] == {"role": "system", "content": SYSTEM}
+    *_, decided = ask.stream("q")
+    assert isinstance(decided, accord.Decided) and decided.value == Review(stars=4, sentiment="positive")
 
 
 @pytest.mark.model

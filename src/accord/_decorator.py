@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
+from ._partial import Decided, Partial
 from ._result import Result
 from ._stabilizer import Stabilizer
 from .backends._function import FunctionBackend
@@ -17,7 +18,7 @@ class Stabilized:
     """A function whose calls return a stable, validated value.
 
     ``ask("...")`` returns the value (raising on failure); ``ask.run("...")`` returns the
-    Result; ``await ask.arun("...")`` too. The first positional argument is the prompt; other
+    Result; ``await ask.arun("...")`` too; ``ask.stream("...")`` streams it. The first positional argument is the prompt; other
     arguments pass through to the wrapped function. An async function gives an async ``__call__``.
     """
 
@@ -48,6 +49,13 @@ class Stabilized:
 
     async def arun(self, prompt: Any, *args: Any, **kwargs: Any) -> Result[Any]:
         return await self.stabilizer(*args, **kwargs).arun(prompt)
+
+    def stream(self, prompt: Any, *args: Any, **kwargs: Any) -> Generator[Partial[Any] | Decided[Any], None, None]:
+        """:meth:`Stabilizer.stream`: the first ballot as it is written, then the decision."""
+        return self.stabilizer(*args, **kwargs).stream(prompt)
+
+    def astream(self, prompt: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Partial[Any] | Decided[Any], None]:
+        return self.stabilizer(*args, **kwargs).astream(prompt)
 
     def __call__(self, prompt: Any, *args: Any, **kwargs: Any) -> Any:
         if self.is_async:
