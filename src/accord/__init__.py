@@ -18,6 +18,7 @@ from ._errors import (
     UnsupportedSchema,
 )
 from ._canonical import Unordered
+from ._extract import Extract
 from ._gate import MarginGate
 from .ledger import Ledger
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
@@ -50,6 +51,7 @@ __all__ = [
     "BudgetExceeded",
     "Completion",
     "ConfigError",
+    "Extract",
     "Feedback",
     "Grammar",
     "InvalidOutput",

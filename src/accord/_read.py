@@ -1,25 +1,52 @@
-"""One model output, read top to bottom: extract -> normalize -> validate -> canonicalize."""
+"""One model output, read top to bottom: extract -> normalize -> validate -> canonicalize.
+
+First strictly: the value as written (``_extract``). If that gives no valid value, and the
+:class:`~accord.Extract` policy allows, leniently and by the schema: every candidate value in the
+text (``_candidates``: fenced blocks, JSON-like spans repaired by ``_jsonish``, ``key: value``
+blocks, and a bare answer to a one-field object), each bent toward the schema (``_coerce``) and
+validated; the valid one with the fewest and smallest repairs wins, the earliest on a tie. What
+was done is kept on the Reading (``coercions``), so every ballot says it. A candidate that is
+the schema echoed back is never a value.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from ._candidates import Candidate, candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
-from ._extract import ExtractionFailure, extract
-from ._normalize import normalize
+from ._coerce import coerce
+from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._jsonish import Fix
+from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
 from ._validate import ValidationFailure, validate
+
+IMPLIED = "the bare answer as the only field"
+STRICT = Extract(strict=True)
+LENIENT = Extract()
+_FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
+              "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
+_ECHO_HINT = re.compile(r"properties|\$defs|\$ref|\"type\"|string|\bstr\b|\bint|float|number|bool|date|YYYY", re.I)
+_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
+_STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:\.\d+)?)\**\s*\.?", re.I)
+_LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A valid output: the validated value, its JSON data, its canonical form and vote key."""
+    """A valid output: the validated value, its JSON data, its canonical form and vote key, and the
+    repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written)."""
 
     value: Any
     data: Any
     form: Any
     key: str
+    coercions: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -39,21 +66,122 @@ def read(
     schema: Schema[Any],
     normalizers: Sequence[Callable[[str], str]] = (),
     float_digits: int = DEFAULT_FLOAT_DIGITS,
+    policy: Extract = LENIENT,
 ) -> Reading | Misreading:
     """Turn one model output into a Reading (valid) or a Misreading (why not).
 
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
-    floats keep in the vote key.
+    floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
     """
     try:
         raw = extract(text, schema)
     except ExtractionFailure as failure:
-        return Misreading("extract", tuple(failure.errors))
-    data = normalize(raw, schema.json_schema, normalizers)
+        first: Reading | Misreading = Misreading("extract", tuple(failure.errors))
+    else:
+        first = _settle(raw, schema, normalizers, float_digits)
+        if isinstance(first, Reading) and _ECHO_HINT.search(text) and echoed(raw, schema):
+            first = _echo()
+    if isinstance(first, Reading) or policy.strict or shape_of(schema) != "json":
+        return first
+    return _lenient(text, schema, normalizers, float_digits) or first
+
+
+def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+            coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
+    """normalize -> validate -> canonicalize of extracted data."""
+    normalized = normalize(data, schema.json_schema, normalizers)
     try:
-        value, data = validate(data, raw, schema)
+        value, data = validate(normalized, data, schema)
     except ValidationFailure as failure:
         return Misreading("validate", tuple(failure.errors))
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
-    return Reading(value, dumped, form, canonical_key(form))
+    try:
+        key = canonical_key(form)
+    except ValueError:  # NaN or infinity: JSON has no such number, so no vote key either
+        return Misreading("validate", ({"loc": (), "msg": "not a finite number", "type": "finite_number"},))
+    return Reading(value, dumped, form, key, coercions)
+
+
+def _echo() -> Misreading:
+    return Misreading("extract", ({"loc": (), "msg": ECHO, "type": "schema_echo"},))
+
+
+def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading | None:
+    """The best valid candidate; else the most telling failure (an echo, or the fewest errors)."""
+    best: tuple[int, Reading] | None = None
+    failure: Misreading | None = None
+    echo = False
+    found = candidates(text)
+    implied = _implied(text, schema)
+    if implied is not None:
+        found.append(implied)
+    for candidate in found:
+        if echoed(candidate.data, schema):
+            echo = True
+            continue
+        data, coercions, _ = coerce(candidate.data, schema.json_schema, candidate.closed)
+        cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
+        if best is not None and cost >= best[0]:
+            continue  # cannot win: an earlier candidate is at least as good
+        record = tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions]))
+        reading = _settle(data, schema, normalizers, float_digits, record)
+        if isinstance(reading, Reading):
+            best = (cost, reading)
+        elif failure is None or len(reading.errors) < len(failure.errors):
+            failure = reading
+    if best is not None:
+        return best[1]
+    if echo:
+        return _echo()
+    return failure
+
+
+def _fix(fix: Fix) -> dict[str, str]:
+    return {"path": ".".join(map(str, fix.path)), "fix": fix.kind}
+
+
+def _dedupe(items: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for item in items:
+        mark = (item["path"], item["fix"])
+        if mark not in seen:
+            seen.add(mark)
+            out.append(item)
+    return out
+
+
+def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
+    """A bare answer to an object of one field (``Yes.`` for ``{answer: bool}``), as that object.
+
+    Only when the text is nothing but the answer (a number, an equation's result, "the answer is
+    N", a yes/no word opening the text, an enum member, a date), so prose never turns into a value.
+    """
+    root = schema.json_schema or {}
+    props: dict[str, Any] = root["properties"] if isinstance(root.get("properties"), dict) else {}
+    if len(props) != 1:
+        return None
+    name, node = next(iter(props.items()))
+    node = resolve(node, root)
+    types = types_of(node)
+    bare = _unwrap(text)
+    value: Any = None
+    if types & {"integer", "number"}:
+        for pattern in (_BARE_NUMBER, _EQUATION, _STATED):
+            match = pattern.fullmatch(bare)
+            if match:
+                token = match.group(match.lastindex or 0)
+                value = float(token) if "." in token else int(token)
+                break
+    elif "boolean" in types:
+        match = _LEADING_BOOL.match(bare)
+        if match:
+            value = _bool(match.group(1))
+    elif (isinstance(node.get("enum"), list) or node.get("format") in ("date", "date-time")) and (
+        bare and "\n" not in bare and len(bare) <= 64
+    ):
+        value = bare
+    if value is None:
+        return None
+    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied")

@@ -27,7 +27,7 @@ from .._canonical import canonical_form, canonical_key
 from ..determinism import environment
 from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
 from .._gate import MarginGate, Margins
-from .._extract import shape_of
+from .._extract import Extract, shape_of
 from .._read import Misreading, read
 from .._predict import Computation, Floors
 from .._prompt import build_input
@@ -79,6 +79,7 @@ class Policy:
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
+    extract: Extract = field(default_factory=Extract)
 
 
 @dataclass
@@ -246,7 +247,7 @@ class _Run:
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
         margins = self.gate.check(completion.margins, self.backend) if self.gate else MarginGate().check(completion.margins)
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
         if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             reading = Misreading("truncated", ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},))
@@ -269,7 +270,7 @@ class _Run:
             self.record(Ballot(status="invalid", error=error, **common))
             self.retry_output(slot, call, completion, reading, loop)
             return
-        ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, **common)
+        ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, coercions=reading.coercions, **common)
         self.record(ballot)
         slot.finished = True
         slot.key = reading.key
