@@ -1,6 +1,6 @@
 """accord against the peers, in one run: the same prompts under the same deployment conditions.
 
-    python benchmarks/stability.py [--quick] [--limit N] [--png PATH] [--no-instructor] [--threads]
+    python benchmarks/stability.py [--quick] [--limit N] [--arms a,a2,...] [--png PATH] [--no-instructor] [--threads]
 
 Over the shipped task set (benchmarks/tasks.py, 62 items, 5 kinds, gold answers, frozen before
 tuning), with the embedded SmolLM2-135M-Instruct. Deployment conditions, the same for every arm:
@@ -11,6 +11,8 @@ calibrate``, so it is left out by default). Arms:
 
   (a) raw greedy + json.loads     the schema rendered in the prompt, no grammar; ``json.loads`` of
                                   the whole text, validated against the schema
+  (a2) raw greedy + accord's reader  the same texts as (a), read by accord's extract stage
+                                  (``accord._read.read``: strict, then schema-aligned repairs)
   (b) constrained greedy          one outlines-constrained call (k=1, no retry, no perturbation)
   (c) constrained + retry         k=1, up to 3 attempts with validation feedback (what instructor does)
   (d) k=5 majority vote           every ballot runs, ballots 1-4 under accord's perturbations, no gate
@@ -66,6 +68,7 @@ QUICK_ITEMS = 10
 DEFAULT_CONDITIONS = 3  # threads moved no logit on this CPU (accord calibrate: floor 0), at half the speed
 ARMS = {
     "a": "raw greedy + json.loads",
+    "a2": "raw greedy + accord's reader",
     "b": "constrained greedy (outlines)",
     "c": "constrained + retry with feedback",
     "d": "k=5 majority vote, perturbed",
@@ -109,6 +112,20 @@ def raw_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
         return Outcome(None, kind, False, 1, model.model_seconds - before)
 
 
+def reader_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
+    """Arm (a)'s text, read by accord's extract stage instead of json.loads (one call, no retry)."""
+    from accord._read import Misreading, read
+
+    schema = schema_of(item)
+    before = model.model_seconds
+    text = model.unconstrained(build_input(item["prompt"], schema, hint=True, feedback=None), SETTINGS).text
+    reading = read(text, schema)
+    if isinstance(reading, Misreading):
+        return Outcome(None, reading.errors[0].get("type", reading.stage) if reading.errors else reading.stage, False, 1,
+                       model.model_seconds - before)
+    return Outcome(reading.key, None, False, 1, model.model_seconds - before)
+
+
 def stabilizer_arm(**options: Any) -> Callable[[Deployment, dict[str, Any]], Outcome]:
     def arm(model: Deployment, item: dict[str, Any]) -> Outcome:
         stab = accord.Stabilizer(model, schema_of(item).source, max_tokens=MAX_TOKENS, **options)
@@ -127,6 +144,7 @@ def stabilizer_arm(**options: Any) -> Callable[[Deployment, dict[str, Any]], Out
 
 LOCAL_ARMS: dict[str, Callable[[Deployment, dict[str, Any]], Outcome]] = {
     "a": raw_arm,
+    "a2": reader_arm,
     "b": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=1), perturb=accord.Perturb(())),
     "c": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), perturb=accord.Perturb(())),
     "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False), on_no_consensus="plurality"),
@@ -283,9 +301,11 @@ def table(results: dict[str, Figures], skipped: dict[str, str], n_items: int) ->
         if arm in skipped:
             lines.append(f"| ({arm}) {name} | skipped: {skipped[arm]} | | | | |")
             continue
+        if arm not in results:
+            continue
         f = results[arm]
         typed = f" ({f.typed_failures}/{f.failures} typed errors)" if f.failures else ""
-        note = "" if len(f.conditions) == len(results["a"].conditions) else f" (over {', '.join(f.conditions)})"
+        note = "" if len(f.conditions) == len(next(iter(results.values())).conditions) else f" (over {', '.join(f.conditions)})"
         lines.append(
             f"| ({arm}) {name} | {f.validity:.1%}{typed} | {f.tara:.1%}{note} | "
             f"{f.accuracy.minimum:.1%} / {f.accuracy.mean:.1%} / {f.accuracy.maximum:.1%} | {f.calls:.2f} | "
@@ -357,7 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=CACHE_DIR / "stability.json", help="the generation cache (JSON)")
     parser.add_argument("--no-instructor", action="store_true", help="skip arm (f)")
     parser.add_argument("--threads", action="store_true", help="add the condition float32 on one thread")
+    parser.add_argument("--arms", default=None, help="only these local arms, comma-separated (e.g. a,a2); implies --no-instructor")
     args = parser.parse_args(argv)
+    local = dict(LOCAL_ARMS)
+    if args.arms:
+        wanted = args.arms.split(",")
+        unknown = [a for a in wanted if a not in LOCAL_ARMS]
+        if unknown:
+            parser.error(f"unknown arms {unknown}; local arms are {list(LOCAL_ARMS)}")
+        local = {a: LOCAL_ARMS[a] for a in wanted}
+        args.no_instructor = True
     items = tasks.items()
     if args.quick:
         # One item in six from the fourth on: all five kinds. (From the first on, the sixth pick is
@@ -365,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         # every condition, 9 of the 13 minutes such a run took here; the full run has them all.)
         items = items[3::6][:QUICK_ITEMS]
     elif args.limit:
-        items = items[:: max(1, len(items) // args.limit)][: args.limit]  # spread over the kinds
+        items = [items[i * len(items) // args.limit] for i in range(min(args.limit, len(items)))]  # spread over the kinds
     conditions = list(CONDITIONS) if args.threads else list(CONDITIONS)[:DEFAULT_CONDITIONS]
     cache = Cache(args.cache)
     gold = {item["id"]: gold_key(item) for item in items}
@@ -373,18 +402,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(items)} items x {len(conditions)} conditions ({', '.join(conditions)}); "
           f"SmolLM2-135M-Instruct on {os.cpu_count()} CPUs, greedy, max_tokens={MAX_TOKENS}", flush=True)
 
-    outcomes: dict[str, dict[tuple[str, str], Outcome]] = {arm: {} for arm in LOCAL_ARMS}
+    outcomes: dict[str, dict[tuple[str, str], Outcome]] = {arm: {} for arm in local}
     for condition in conditions:
         model = Deployment(condition, CONDITIONS[condition], cache)
         for n, item in enumerate(items, 1):
-            for arm, decide in LOCAL_ARMS.items():
+            for arm, decide in local.items():
                 outcomes[arm][(item["id"], condition)] = decide(model, item)
             if n % 5 == 0 or n == len(items):
                 cache.save()
                 print(f"  {condition}: {n}/{len(items)} items ({time.perf_counter() - start:.0f} s)", flush=True)
         del model
 
-    results = {arm: figures(outcomes[arm], items, conditions, gold) for arm in LOCAL_ARMS}
+    results = {arm: figures(outcomes[arm], items, conditions, gold) for arm in local}
     skipped: dict[str, str] = {}
     if args.quick:
         skipped["f"] = "not in --quick (it starts transformers serve once per condition); see the full run"
@@ -406,16 +435,17 @@ def main(argv: list[str] | None = None) -> int:
     print("\nmodel time: the generation seconds of the calls an arm made, each measured when it first ran "
           "(cached and shared generations keep their time); accord's own cost per ballot is microseconds "
           "(benchmarks/overhead.py).")
-    for arm in ("a", "b", "c", "d", "e"):
+    for arm in local:
         failed = {}
         for o in outcomes[arm].values():
             if o.key is None:
                 failed[o.error] = failed.get(o.error, 0) + 1
         if failed:
             print(f"  ({arm}) failures: " + ", ".join(f"{k} x{v}" for k, v in sorted(failed.items())))
-    print("\ntargets for (e):")
-    for line in targets(results):
-        print(f"- {line}")
+    if all(arm in results for arm in ("a", "d", "e")):
+        print("\ntargets for (e):")
+        for line in targets(results):
+            print(f"- {line}")
     plot(results, args.png, f"accord vs peers: {len(items)} items x {len(conditions)} conditions, SmolLM2-135M")
     print(f"\nfigure: {args.png}")
     print(f"total {time.perf_counter() - start:.0f} s")

@@ -89,11 +89,22 @@ def read(
 def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
             coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
     """normalize -> validate -> canonicalize of extracted data."""
+    checked = _check(data, schema, normalizers)
+    return checked if isinstance(checked, Misreading) else _finish(checked, schema, float_digits, coercions)
+
+
+def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> Any:
+    """normalize -> validate: the validated value, or a Misreading."""
     normalized = normalize(data, schema.json_schema, normalizers)
     try:
-        value, data = validate(normalized, data, schema)
+        value, _ = validate(normalized, data, schema)
     except ValidationFailure as failure:
         return Misreading("validate", tuple(failure.errors))
+    return value
+
+
+def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...]) -> Reading | Misreading:
+    """canonicalize a validated value into its Reading."""
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
     try:
@@ -109,29 +120,31 @@ def _echo() -> Misreading:
 
 def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading | None:
     """The best valid candidate; else the most telling failure (an echo, or the fewest errors)."""
-    best: tuple[int, Reading] | None = None
+    best: tuple[int, Any, tuple[dict[str, str], ...]] | None = None
     failure: Misreading | None = None
     echo = False
+    hinted = _ECHO_HINT.search(text) is not None
     found = candidates(text)
     implied = _implied(text, schema)
     if implied is not None:
         found.append(implied)
     for candidate in found:
-        if echoed(candidate.data, schema):
+        if hinted and echoed(candidate.data, schema):
             echo = True
             continue
         data, coercions, _ = coerce(candidate.data, schema.json_schema, candidate.closed)
         cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
         if best is not None and cost >= best[0]:
             continue  # cannot win: an earlier candidate is at least as good
-        record = tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions]))
-        reading = _settle(data, schema, normalizers, float_digits, record)
-        if isinstance(reading, Reading):
-            best = (cost, reading)
-        elif failure is None or len(reading.errors) < len(failure.errors):
-            failure = reading
+        checked = _check(data, schema, normalizers)
+        if not isinstance(checked, Misreading):
+            best = (cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])))
+            if cost == 0:
+                break  # nothing later can beat it: ties go to the earlier candidate
+        elif failure is None or len(checked.errors) < len(failure.errors):
+            failure = checked
     if best is not None:
-        return best[1]
+        return _finish(best[1], schema, float_digits, best[2])
     if echo:
         return _echo()
     return failure
