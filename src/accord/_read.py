@@ -30,7 +30,13 @@ STRICT = Extract(strict=True)
 LENIENT = Extract()
 _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
               "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
-_ECHO_HINT = re.compile(r"properties|\$defs|\$ref|\"type\"|string|\bstr\b|\bint|float|number|bool|date|YYYY", re.I)
+# Text that may hold an echoed schema: a quoted schema keyword or type name (JSON as written), or
+# any type name at all (text read leniently). Cheap tests, so clean JSON pays almost nothing.
+_QUOTED_HINT = re.compile(
+    r'"(?:properties|\$defs|\$ref|\$schema|definitions|anyOf|oneOf|allOf|additionalProperties|type|[Ss]tring|str|'
+    r'[Ii]nt(?:eger)?|[Ff]loat|[Nn]umber|double|[Bb]ool(?:ean)?|[Dd]ate|YYYY-MM-DD)"'
+)
+_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
 _BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
 _STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:\.\d+)?)\**\s*\.?", re.I)
@@ -79,7 +85,7 @@ def read(
         first: Reading | Misreading = Misreading("extract", tuple(failure.errors))
     else:
         first = _settle(raw, schema, normalizers, float_digits)
-        if isinstance(first, Reading) and _ECHO_HINT.search(text) and echoed(raw, schema):
+        if isinstance(first, Reading) and _QUOTED_HINT.search(text) and echoed(raw, schema):
             first = _echo()
     if isinstance(first, Reading) or policy.strict or shape_of(schema) != "json":
         return first
@@ -123,7 +129,8 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     best: tuple[int, Any, tuple[dict[str, str], ...]] | None = None
     failure: Misreading | None = None
     echo = False
-    hinted = _ECHO_HINT.search(text) is not None
+    lowered = text.lower()
+    hinted = any(word in lowered for word in _ANY_HINT)
     found = candidates(text)
     implied = _implied(text, schema)
     if implied is not None:
@@ -169,7 +176,8 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
     """A bare answer to an object of one field (``Yes.`` for ``{answer: bool}``), as that object.
 
     Only when the text is nothing but the answer (a number, an equation's result, "the answer is
-    N", a yes/no word opening the text, an enum member, a date), so prose never turns into a value.
+    N", a yes/no word opening the text, an enum member, a date), or its first line is "the answer
+    is N", so prose never turns into a value.
     """
     root = schema.json_schema or {}
     props: dict[str, Any] = root["properties"] if isinstance(root.get("properties"), dict) else {}
@@ -181,8 +189,9 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
     bare = _unwrap(text)
     value: Any = None
     if types & {"integer", "number"}:
-        for pattern in (_BARE_NUMBER, _EQUATION, _STATED):
-            match = pattern.fullmatch(bare)
+        first_line = text.strip().split("\n", 1)[0].strip()
+        for pattern, where in ((_BARE_NUMBER, bare), (_EQUATION, bare), (_STATED, bare), (_STATED, first_line)):
+            match = pattern.fullmatch(where)
             if match:
                 token = match.group(match.lastindex or 0)
                 value = float(token) if "." in token else int(token)
