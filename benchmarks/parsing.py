@@ -67,6 +67,17 @@ def schema_source(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+_SCHEMAS: dict[str, accord.Schema[Any]] = {}
+
+
+def schema_of(ref: str) -> accord.Schema[Any]:
+    """One Schema per schema, as a Stabilizer holds one (its JSON Schema is built once)."""
+    if ref not in _SCHEMAS:
+        _SCHEMAS[ref] = accord.Schema(schema_source(ref))
+        _ = _SCHEMAS[ref].json_schema
+    return _SCHEMAS[ref]
+
+
 def key_of(schema: accord.Schema[Any], data: Any) -> str | None:
     """The canonical key of JSON data under the schema; None when it is not valid."""
     try:
@@ -109,7 +120,7 @@ LOCAL_TOOLS: dict[str, Callable[..., Any]] = {
 def run_local(name: str, tool: Callable[..., Any], cases: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
     out = []
     for case in cases:
-        schema = accord.Schema(schema_source(case["schema"]))
+        schema = schema_of(case["schema"])
         best, data, error = float("inf"), None, None
         for _ in range(repeat):
             start = time.perf_counter()
@@ -192,7 +203,7 @@ def score(cases: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, 
     wrong_ids, missed = [], []
     times = []
     for case in cases:
-        schema = accord.Schema(schema_source(case["schema"]))
+        schema = schema_of(case["schema"])
         row = by_id[case["id"]]
         if len(case["text"]) < SMALL:
             times.append(row["seconds"])

@@ -21,6 +21,7 @@ value the data does not hold.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -147,10 +148,8 @@ class _Coercer:
         extra = node.get("additionalProperties")
         out: dict[str, Any] = {}
         renamed: dict[str, str] = {}
-        if props:
-            wanted: dict[str, list[str]] = {}
-            for prop in props:
-                wanted.setdefault(key_fold(prop), []).append(prop)
+        if props and any(key not in props for key in data):
+            wanted = _folded(tuple(props))
             for key in data:
                 if key in props:
                     continue
@@ -211,6 +210,15 @@ class _Coercer:
             return int(data)
         self.misfits += 1
         return data
+
+
+@functools.lru_cache(maxsize=1024)
+def _folded(props: tuple[str, ...]) -> dict[str, list[str]]:
+    """The properties of an object by their folded key (cached: schemas repeat)."""
+    wanted: dict[str, list[str]] = {}
+    for prop in props:
+        wanted.setdefault(key_fold(prop), []).append(prop)
+    return wanted
 
 
 def _kinds(data: Any) -> set[str]:

@@ -32,6 +32,7 @@ _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_PLAIN = re.compile(r'[^\\\x00-\x1f"]*')
 _BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])')
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
@@ -248,6 +249,8 @@ class _Reader:
         return self.decode(body, path), match.end(), True
 
     def decode(self, body: str, path: Path) -> str:
+        if _PLAIN.fullmatch(body):
+            return body  # no escape, no control character: the text is the string
         try:
             return json.loads(f'"{body}"')  # type: ignore[no-any-return]
         except ValueError:

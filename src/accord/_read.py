@@ -136,14 +136,14 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     if implied is not None:
         found.append(implied)
     for candidate in found:
-        if hinted and echoed(candidate.data, schema):
-            echo = True
-            continue
         data, coercions, _ = coerce(candidate.data, schema.json_schema, candidate.closed)
         cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
         if best is not None and cost >= best[0]:
             continue  # cannot win: an earlier candidate is at least as good
         checked = _check(data, schema, normalizers)
+        if hinted and echoed(candidate.data, schema):
+            echo = True  # an echo is never a value, valid or not
+            continue
         if not isinstance(checked, Misreading):
             best = (cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])))
             if cost == 0:
