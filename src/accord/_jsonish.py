@@ -33,10 +33,16 @@ _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
 _CONTROL = re.compile(r"[\x00-\x1f]")
 _PLAIN = re.compile(r'[^\\\x00-\x1f"]*')
-_BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])')
+_BAD_ESCAPE = re.compile(r'(?<!\\)((?:\\\\)*)\\(?!["\\/bfnrtu])')
+_PY_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
 _AFTER_STRING = re.compile(r"[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*)")
+
+
+def _json_escape(char: str) -> str:
+    """A character as JSON escapes (a surrogate pair beyond the BMP)."""
+    return json.dumps(char)[1:-1] if ord(char) < 0x10000 else json.dumps(char, ensure_ascii=True)[1:-1]
 
 
 class NotJson(Exception):
@@ -258,9 +264,12 @@ class _Reader:
         if _CONTROL.search(body):
             self.fix(path, "raw control character in a string")
             body = _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", body)
+        if _PY_ESCAPE.search(body):
+            self.fix(path, "Python escape in a string")
+            body = _PY_ESCAPE.sub(lambda m: m.group(1) + _json_escape(chr(int(m.group(2)[1:], 16))), body)
         if _BAD_ESCAPE.search(body):
-            self.fix(path, "invalid escape in a string")
-            body = _BAD_ESCAPE.sub("", body)
+            self.fix(path, "invalid escape kept as a backslash")
+            body = _BAD_ESCAPE.sub(lambda m: m.group(1) + "\\\\", body)
         body = re.sub(r'(?<!\\)((?:\\\\)*)"', r'\1\\"', body)  # an inner quote kept
         try:
             return json.loads(f'"{body}"')  # type: ignore[no-any-return]
