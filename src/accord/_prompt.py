@@ -38,11 +38,23 @@ def render_feedback(feedback: Feedback, schema: Schema[Any] | None = None) -> st
     for error in feedback.errors[:_MAX_FEEDBACK_ERRORS]:
         loc = ".".join(str(p) for p in error.get("loc", ())) or "answer"
         got = f" (got {json.dumps(error['input'], ensure_ascii=False)})" if "input" in error else ""
-        lines.append(f"- {loc}: {error.get('msg', 'invalid')}{got}")
+        shape = _shape(schema, error) if schema is not None else None
+        lines.append(f"- {loc}: {error.get('msg', 'invalid')}{got}{f'; write it as {shape}' if shape else ''}")
     if len(feedback.errors) > _MAX_FEEDBACK_ERRORS:
         lines.append(f"- and {len(feedback.errors) - _MAX_FEEDBACK_ERRORS} more")
     lines.append("Answer again, correcting these errors.")
     return "\n".join(lines)
+
+
+_SHAPE_ERRORS = {"model_type", "model_attributes_type", "dict_type", "list_type", "type"}
+
+
+def _shape(schema: Schema[Any], error: dict[str, Any]) -> str | None:
+    """For an object or list written as something else, the shape it takes (``{"city": ...}``)."""
+    if error.get("type") not in _SHAPE_ERRORS or not schema.json_schema:
+        return None
+    shape = skeleton(schema.json_schema, tuple(error.get("loc", ())))
+    return shape if shape != "..." else None
 
 
 def build_input(prompt: Prompt, schema: Schema[Any], *, hint: bool, feedback: Feedback | None) -> Prompt:

@@ -280,20 +280,34 @@ class _Signature:
         required = set(node.get("required") or ())
         pad = "  " * (depth + 1)
         lines = ["{"]
-        for name, child in props.items():
+        for n, (name, child) in enumerate(props.items(), 1):
             notes = _notes(child if isinstance(child, dict) else {}, name in required)
             comment = f" // {'; '.join(notes)}" if notes else ""
-            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)},{comment}")
+            comma = "," if n < len(props) else ""
+            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)}{comma}{comment}")
         lines.append("  " * depth + "}")
         return "\n".join(lines)
 
 
-def skeleton(schema: dict[str, Any]) -> str:
+def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
     """The value's shape on one line, ``...`` where each value goes: ``{"name": ..., "tags": [...]}``.
 
-    Not JSON on purpose: a model that copies it back gives no value.
+    ``at``: the path of a part of the value (an error's ``loc``): that part's shape. Not JSON on
+    purpose: a model that copies it back gives no value.
     """
-    return _skeleton(schema, schema, 0)
+    from ._normalize import resolve
+
+    node: Any = schema
+    for step in at:
+        node = resolve(node, schema)
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        if isinstance(step, str) and step in props:
+            node = props[step]
+        elif isinstance(step, int) and isinstance(node.get("items"), dict):
+            node = node["items"]
+        else:
+            return "..."
+    return _skeleton(node, schema, 0)
 
 
 def _skeleton(node: Any, root: dict[str, Any], depth: int) -> str:
