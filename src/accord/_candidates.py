@@ -64,7 +64,18 @@ def _all(text: str) -> Iterator[Candidate]:
             if found is not None:
                 yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
     yield from _spans(text)
+    whole = _whole(text)
+    if whole is not None:
+        yield whole
     yield from _blocks(text)
+
+
+def _whole(text: str) -> Candidate | None:
+    """The whole text as one JSON value (a bare number or string, for a schema that takes one)."""
+    try:
+        return Candidate(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _read(text: str, start: int) -> tuple[Candidate, int] | None:

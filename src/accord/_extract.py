@@ -93,7 +93,7 @@ def extract(text: str, schema: Schema[Any]) -> Any:
 
 def extract_json(text: str) -> Any:
     """The first complete JSON object or array in the text (fenced blocks first), else the whole text."""
-    _check_depth(text)
+    check_depth(text)
     for match in _FENCE.finditer(text):
         body = match.group(2).strip()
         try:
@@ -116,7 +116,8 @@ def extract_json(text: str) -> Any:
         raise ExtractionFailure("no JSON value found in the output") from None
 
 
-def _check_depth(text: str) -> None:
+def check_depth(text: str) -> None:
+    """Raise :class:`ExtractionFailure` for text nested deeper than ``MAX_DEPTH``."""
     depth = deepest = 0
     for char in re.findall(r"[\[\]{}]", text):
         depth = depth + 1 if char in "[{" else max(depth - 1, 0)

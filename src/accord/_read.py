@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._candidates import Candidate, candidates
+from ._candidates import MAX_LENIENT_CHARS, Candidate, candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
 from ._coerce import coerce
-from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, check_depth, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
@@ -36,6 +36,7 @@ _QUOTED_HINT = re.compile(
     r'"(?:properties|\$defs|\$ref|\$schema|definitions|anyOf|oneOf|allOf|additionalProperties|type|[Ss]tring|str|'
     r'[Ii]nt(?:eger)?|[Ff]loat|[Nn]umber|double|[Bb]ool(?:ean)?|[Dd]ate|YYYY-MM-DD)"'
 )
+_NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
 _ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
 _BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
@@ -79,17 +80,26 @@ def read(
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
     floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
     """
+    if policy.strict or shape_of(schema) != "json" or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
+        return _strict(text, schema, normalizers, float_digits)
+    try:
+        check_depth(text)
+    except ExtractionFailure as failure:
+        return Misreading("extract", tuple(failure.errors))
+    found = _lenient(text, schema, normalizers, float_digits)
+    return found if found is not None else Misreading("extract", _NOTHING)
+
+
+def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading:
+    """The value as written (``_extract``), with no repair."""
     try:
         raw = extract(text, schema)
     except ExtractionFailure as failure:
-        first: Reading | Misreading = Misreading("extract", tuple(failure.errors))
-    else:
-        first = _settle(raw, schema, normalizers, float_digits)
-        if isinstance(first, Reading) and _QUOTED_HINT.search(text) and echoed(raw, schema):
-            first = _echo()
-    if isinstance(first, Reading) or policy.strict or shape_of(schema) != "json":
-        return first
-    return _lenient(text, schema, normalizers, float_digits) or first
+        return Misreading("extract", tuple(failure.errors))
+    reading = _settle(raw, schema, normalizers, float_digits)
+    if isinstance(reading, Reading) and _QUOTED_HINT.search(text) and echoed(raw, schema):
+        return _echo()
+    return reading
 
 
 def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
@@ -125,7 +135,10 @@ def _echo() -> Misreading:
 
 
 def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading | None:
-    """The best valid candidate; else the most telling failure (an echo, or the fewest errors)."""
+    """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
+
+    A candidate that is JSON as written and valid as it is wins at once (the strict reading:
+    clean JSON costs what it did before any repair existed)."""
     best: tuple[int, Any, tuple[dict[str, str], ...]] | None = None
     failure: Misreading | None = None
     echo = False
@@ -135,21 +148,33 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     implied = _implied(text, schema)
     if implied is not None:
         found.append(implied)
+    scored = []
     for candidate in found:
-        data, coercions, _ = coerce(candidate.data, schema.json_schema, candidate.closed)
+        if not candidate.fixes:  # JSON as written: valid as it is, it needs no coercion and nothing beats it
+            checked = _check(candidate.data, schema, normalizers)
+            if not isinstance(checked, Misreading) and not (hinted and echoed(candidate.data, schema)):
+                return _finish(checked, schema, float_digits, ())
+        data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
         cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
-        if best is not None and cost >= best[0]:
-            continue  # cannot win: an earlier candidate is at least as good
-        checked = _check(data, schema, normalizers)
-        if hinted and echoed(candidate.data, schema):
-            echo = True  # an echo is never a value, valid or not
-            continue
-        if not isinstance(checked, Misreading):
-            best = (cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])))
-            if cost == 0:
-                break  # nothing later can beat it: ties go to the earlier candidate
-        elif failure is None or len(checked.errors) < len(failure.errors):
-            failure = checked
+        scored.append((misfits > 0, candidate, data, coercions, cost))
+    # Candidates that fit the schema's types first; the others (which validation may still
+    # accept, a format or pattern the coercer does not model) only if none of those is valid.
+    for misfit in (False, True):
+        for flagged, candidate, data, coercions, cost in scored:
+            if flagged is not misfit or (best is not None and cost >= best[0]):
+                continue  # not this pass, or cannot win: an earlier candidate is at least as good
+            checked = _check(data, schema, normalizers)
+            if hinted and echoed(candidate.data, schema):
+                echo = True  # an echo is never a value, valid or not
+                continue
+            if not isinstance(checked, Misreading):
+                best = (cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])))
+                if cost == 0:
+                    break  # nothing later can beat it: ties go to the earlier candidate
+            elif failure is None or len(checked.errors) < len(failure.errors):
+                failure = checked
+        if best is not None:
+            break
     if best is not None:
         return _finish(best[1], schema, float_digits, best[2])
     if echo:
