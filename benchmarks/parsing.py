@@ -37,8 +37,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "malformed"
@@ -178,7 +179,7 @@ def run_peers(python: Path, cases: list[dict[str, Any]], repeat: int) -> tuple[d
         return {}, {"parsantic": reason, "instructor (MD_JSON parse)": reason}
     job = {"paths": [str(ROOT / "benchmarks"), str(CORPUS)], "repeat": repeat,
            "cases": [{"id": c["id"], "schema": c["schema"], "text": c["text"]} for c in cases]}
-    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=1800, check=False)
     rows: dict[str, list[dict[str, Any]]] = {}
     skipped: dict[str, str] = {}
     for line in done.stdout.splitlines():

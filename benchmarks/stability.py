@@ -1,6 +1,6 @@
 """accord against the peers, in one run: the same prompts under the same deployment conditions.
 
-    python benchmarks/stability.py [--quick] [--limit N] [--arms a,a2,...] [--png PATH] [--no-instructor] [--threads]
+    python benchmarks/stability.py [--quick] [--limit N] [--conditions N] [--arms a,a2,...] [--png PATH] [--no-instructor] [--threads]
 
 Over the shipped task set (benchmarks/tasks.py, 62 items, 5 kinds, gold answers, frozen before
 tuning), with the embedded SmolLM2-135M-Instruct. Deployment conditions, the same for every arm:
@@ -38,22 +38,22 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: the test servers
 
-import tasks  # noqa: E402
-from generations import Cache, Deployment  # noqa: E402
-
 import accord  # noqa: E402
+import tasks  # noqa: E402
 from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
 from accord._prompt import build_input  # noqa: E402
 from accord._types import Settings  # noqa: E402
+from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
+from generations import Cache, Deployment  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
@@ -198,9 +198,9 @@ def instructor_python() -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True)
-    check = subprocess.run([str(python), "-c", "import instructor, openai"], capture_output=True, text=True)
+    check = subprocess.run([str(python), "-c", "import instructor, openai"], capture_output=True, text=True, check=False)
     if check.returncode != 0:
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], capture_output=True, text=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"pip install instructor failed: {done.stderr.strip().splitlines()[-1:]}")
     return python
@@ -226,14 +226,14 @@ def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Ca
                     job = {"url": server.url, "model": server.model, "tasks": str(Path(tasks.__file__).resolve()),
                            "retries": INSTRUCTOR_RETRIES, "max_tokens": MAX_TOKENS,
                            "items": [{"id": i["id"], "prompt": i["prompt"], "schema": i["schema"].split(":")[1]} for i in todo]}
-                    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=3600)
+                    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=3600, check=False)
                     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
                     if not lines:
                         raise RuntimeError(f"the instructor script failed: {done.stderr.strip()[-300:]}")
                     for line in lines:
                         cache.put(keys[line["id"]], line)
                     cache.save()
-            except Exception as exc:  # noqa: BLE001 - any failure skips the arm, with its reason
+            except Exception as exc:
                 return {}, f"{type(exc).__name__}: {exc}"[:300]
         for item in items:
             entry = cache.get(keys[item["id"]])
@@ -343,7 +343,7 @@ def plot(results: dict[str, Figures], path: Path, title: str) -> None:
         ("validity", [results[a].validity for a in arms]),
         ("TARa across conditions", [results[a].tara for a in arms]),
         ("accuracy (mean; bar: min-max)", [results[a].accuracy.mean for a in arms]),
-    )):
+    ), strict=False):
         bars = left.bar([x + offset for x in xs], [v * 100 for v in values], width, label=name)
         if name.startswith("accuracy"):
             # max(0, ...): the mean of equal accuracies can land a rounding error below the minimum
@@ -377,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=CACHE_DIR / "stability.json", help="the generation cache (JSON)")
     parser.add_argument("--no-instructor", action="store_true", help="skip arm (f)")
     parser.add_argument("--threads", action="store_true", help="add the condition float32 on one thread")
+    parser.add_argument("--conditions", type=int, default=None, help="only the first N deployment conditions")
     parser.add_argument("--arms", default=None, help="only these local arms, comma-separated (e.g. a,a2); implies --no-instructor")
     args = parser.parse_args(argv)
     local = dict(LOCAL_ARMS)
@@ -396,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.limit:
         items = [items[i * len(items) // args.limit] for i in range(min(args.limit, len(items)))]  # spread over the kinds
     conditions = list(CONDITIONS) if args.threads else list(CONDITIONS)[:DEFAULT_CONDITIONS]
+    if args.conditions:
+        conditions = conditions[: args.conditions]
     cache = Cache(args.cache)
     gold = {item["id"]: gold_key(item) for item in items}
     start = time.perf_counter()

@@ -20,10 +20,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path[:0] = [str(HERE), str(ROOT / "benchmarks")]
 
-from generations import Cache, Deployment  # noqa: E402
-
 import accord  # noqa: E402
 from accord._types import Settings  # noqa: E402
+from generations import Cache, Deployment  # noqa: E402
 
 BIOS = [
     "Ann Lee is 31 and works in admin and ops.",

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -108,14 +109,15 @@ CLASSES: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
 def profile_cases() -> list[dict[str, Any]]:
     cases = []
     for name, (write, says) in CLASSES.items():
-        for i, value in enumerate(PROFILES):
+        for value in PROFILES:
+            meant = value
             if name == "raw newline in a string":
-                value = {**value, "name": value["name"] + " Jr"}
-                text = json.dumps(value).replace(" Jr", "\nJr")
-                value = {**value, "name": value["name"].replace(" Jr", "\nJr")}
+                junior = {**value, "name": value["name"] + " Jr"}
+                text = json.dumps(junior).replace(" Jr", "\nJr")
+                meant = {**value, "name": value["name"] + "\nJr"}
             else:
                 text = write(value)
-            cases.append({"class": name, "schema": "schemas:Profile", "text": text, "label": value if says else None})
+            cases.append({"class": name, "schema": "schemas:Profile", "text": text, "label": meant if says else None})
     # a scalar where the schema wants a list: "tags": "a"
     for value in PROFILES:
         one = {**value, "tags": value["tags"][:1]}
