@@ -37,21 +37,29 @@ class Candidate:
     data: Any
     fixes: tuple[Fix, ...] = ()
     closed: frozenset[Path] = frozenset()
-    origin: str = "json"  # "fenced", "json", "key-value"
+    origin: str = "json"  # "fenced", "json", "key-value", "implied"
+
+
+# The least a candidate of each origin can cost (see ``_read``): once a valid candidate costs no
+# more, nothing of that origin or later can beat it, and the text need not be read further.
+FLOORS = {"fenced": 0, "json": 0, "key-value": 2, "implied": 4}
 
 
 def candidates(text: str) -> list[Candidate]:
     """The candidate values in ``text``, deduplicated, at most ``MAX_CANDIDATES``."""
-    out: list[Candidate] = []
+    return list(iter_candidates(text))
+
+
+def iter_candidates(text: str) -> Iterator[Candidate]:
+    """:func:`candidates`, found lazily, in order."""
     seen: list[Any] = []
     for candidate in _all(text):
         if any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
             continue
         seen.append(candidate.data)
-        out.append(candidate)
-        if len(out) >= MAX_CANDIDATES:
-            break
-    return out
+        yield candidate
+        if len(seen) >= MAX_CANDIDATES:
+            return
 
 
 def _all(text: str) -> Iterator[Candidate]:
@@ -64,9 +72,10 @@ def _all(text: str) -> Iterator[Candidate]:
             if found is not None:
                 yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
     yield from _spans(text)
-    whole = _whole(text)
-    if whole is not None:
-        yield whole
+    if text.lstrip()[:1] not in ("{", "["):  # else the spans have read it
+        whole = _whole(text)
+        if whole is not None:
+            yield whole
     yield from _blocks(text)
 
 

@@ -33,6 +33,7 @@ Path = tuple[str | int, ...]
 
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*")
+_INTEGER = re.compile(r"\s*[-+]?\d+\s*")
 _BOOLS = {"yes": True, "no": False, "true": True, "false": False}
 _SEPARATORS = re.compile(r"[\s_\-.]+")
 MAX_DEPTH = 64
@@ -45,6 +46,7 @@ class Coercion:
     path: Path
     fix: str
     cost: int = 1
+    lax: bool = False  # normalization and validation accept the data without it (e.g. "31" for an int)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": ".".join(map(str, self.path)), "fix": self.fix}
@@ -70,8 +72,8 @@ class _Coercer:
         self.coercions: list[Coercion] = []
         self.misfits = 0
 
-    def note(self, path: Path, fix: str, cost: int) -> None:
-        self.coercions.append(Coercion(path, fix, cost))
+    def note(self, path: Path, fix: str, cost: int, lax: bool = False) -> None:
+        self.coercions.append(Coercion(path, fix, cost, lax))
 
     def walk(self, data: Any, node: Any, path: Path, depth: int) -> Any:
         node = resolve(node, self.root)
@@ -131,11 +133,11 @@ class _Coercer:
             folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
             if len(folded) == 1:
                 if folded[0] != data.strip():
-                    self.note(path, f"{data!r} as the member {folded[0]!r}", 1)
+                    self.note(path, f"{data!r} as the member {folded[0]!r}", 1, lax=True)
                 return folded[0]
             numbers = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
             if numbers and _NUMERIC.fullmatch(data) and _number(data) in numbers:
-                self.note(path, "numeric string as a number", 1)
+                self.note(path, "numeric string as a number", 1, lax=True)
                 return _number(data)
         if isinstance(data, list) and len(data) == 1:
             self.note(path, "one-element list as its element", 2)
@@ -193,7 +195,7 @@ class _Coercer:
                 if _NUMERIC.fullmatch(data):
                     value = _number(data)
                     if value is not None and ("number" in types or isinstance(value, int)):
-                        self.note(path, "numeric string as a number", 1)
+                        self.note(path, "numeric string as a number", 1, lax=True)
                         return value
                 if _GROUPED.fullmatch(data):
                     value = _number(data.replace(",", ""))
@@ -201,7 +203,7 @@ class _Coercer:
                         self.note(path, "number with thousands separators", 2)
                         return value
             if "boolean" in types and fold(data) in _BOOLS:
-                self.note(path, "yes/no string as a boolean", 1)
+                self.note(path, "yes/no string as a boolean", 1, lax=True)
                 return _BOOLS[fold(data)]
         elif isinstance(data, (int, float)) and not isinstance(data, bool) and "string" in types:
             self.note(path, "number as a string", 2)
@@ -269,4 +271,4 @@ def _number(text: str) -> int | float | None:
     value = float(text)
     if not math.isfinite(value):
         return None
-    return int(value) if re.fullmatch(r"\s*[-+]?\d+\s*", text) else value
+    return int(value) if _INTEGER.fullmatch(text) else value

@@ -32,6 +32,9 @@ _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_INNER_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
+_LEADING_ZERO = re.compile(r"-?0\d")
+_INTEGER = re.compile(r"-?\d+")
 _PLAIN = re.compile(r'[^\\\x00-\x1f"]*')
 _BAD_ESCAPE = re.compile(r'(?<!\\)((?:\\\\)*)\\(?!["\\/bfnrtu])')
 _PY_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})")
@@ -270,7 +273,7 @@ class _Reader:
         if _BAD_ESCAPE.search(body):
             self.fix(path, "invalid escape kept as a backslash")
             body = _BAD_ESCAPE.sub(lambda m: m.group(1) + "\\\\", body)
-        body = re.sub(r'(?<!\\)((?:\\\\)*)"', r'\1\\"', body)  # an inner quote kept
+        body = _INNER_QUOTE.sub(r'\1\\"', body)  # an inner quote kept
         try:
             return json.loads(f'"{body}"')  # type: ignore[no-any-return]
         except ValueError as exc:
@@ -286,10 +289,10 @@ class _Reader:
         if token.startswith("+"):
             self.fix(path, "leading '+'")
             token = token[1:]
-        if token.startswith(".") or token.endswith(".") or re.match(r"-?0\d", token):
+        if token.startswith(".") or token.endswith(".") or _LEADING_ZERO.match(token):
             self.fix(path, "number written loosely")
         value = float(token)
-        if re.fullmatch(r"-?\d+", token):
+        if _INTEGER.fullmatch(token):
             return int(token), end, True
         return value, end, True
 

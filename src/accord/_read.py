@@ -12,13 +12,13 @@ the schema echoed back is never a value.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._candidates import MAX_LENIENT_CHARS, Candidate, candidates
+from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
-from ._coerce import coerce
+from ._coerce import Coercion, coerce
 from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, check_depth, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
@@ -144,42 +144,67 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     echo = False
     lowered = text.lower()
     hinted = any(word in lowered for word in _ANY_HINT)
-    found = candidates(text)
-    implied = _implied(text, schema)
-    if implied is not None:
-        found.append(implied)
-    scored = []
-    for candidate in found:
-        if not candidate.fixes:  # JSON as written: valid as it is, it needs no coercion and nothing beats it
+    deferred = []
+    for candidate in _found(text, schema):
+        if best is not None and best[0] <= FLOORS[candidate.origin]:
+            break  # nothing from here on can cost less than the best so far
+        data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
+        if not candidate.fixes and all(c.lax for c in coercions):
+            # JSON as written, and nothing the schema would change that validation does not accept
+            # as it is: valid as written, it takes no coercion and nothing can beat it.
             checked = _check(candidate.data, schema, normalizers)
             if not isinstance(checked, Misreading) and not (hinted and echoed(candidate.data, schema)):
                 return _finish(checked, schema, float_digits, ())
-        data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
         cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
-        scored.append((misfits > 0, candidate, data, coercions, cost))
-    # Candidates that fit the schema's types first; the others (which validation may still
-    # accept, a format or pattern the coercer does not model) only if none of those is valid.
-    for misfit in (False, True):
-        for flagged, candidate, data, coercions, cost in scored:
-            if flagged is not misfit or (best is not None and cost >= best[0]):
-                continue  # not this pass, or cannot win: an earlier candidate is at least as good
-            checked = _check(data, schema, normalizers)
-            if hinted and echoed(candidate.data, schema):
-                echo = True  # an echo is never a value, valid or not
+        if best is not None and cost >= best[0]:
+            continue  # cannot win: an earlier candidate is at least as good
+        if misfits:
+            # Validation may still accept it (a format or pattern the coercer does not model),
+            # but a candidate that fits the schema's types is tried first.
+            deferred.append((candidate, data, coercions, cost))
+            continue
+        found = _try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted)
+        if isinstance(found, tuple):
+            best = found
+        elif found == "echo":
+            echo = True
+        elif isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
+            failure = found
+    if best is None:
+        for candidate, data, coercions, cost in deferred:
+            if best is not None and cost >= best[0]:
                 continue
-            if not isinstance(checked, Misreading):
-                best = (cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])))
-                if cost == 0:
-                    break  # nothing later can beat it: ties go to the earlier candidate
-            elif failure is None or len(checked.errors) < len(failure.errors):
-                failure = checked
-        if best is not None:
-            break
+            found = _try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted)
+            if isinstance(found, tuple):
+                best = found
+            elif found == "echo":
+                echo = True
+            elif isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
+                failure = found
     if best is not None:
         return _finish(best[1], schema, float_digits, best[2])
     if echo:
         return _echo()
     return failure
+
+
+def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
+    """Every candidate in the text, then the bare answer to a one-field object."""
+    yield from iter_candidates(text)
+    implied = _implied(text, schema)
+    if implied is not None:
+        yield implied
+
+
+def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
+         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> tuple[int, Any, tuple[dict[str, str], ...]] | Misreading | str:
+    """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
+    checked = _check(data, schema, normalizers)
+    if hinted and echoed(candidate.data, schema):
+        return "echo"  # an echo is never a value, valid or not
+    if isinstance(checked, Misreading):
+        return checked
+    return cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions]))
 
 
 def _fix(fix: Fix) -> dict[str, str]:
