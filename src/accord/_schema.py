@@ -232,8 +232,10 @@ def signature(schema: dict[str, Any]) -> str:
     """A JSON Schema as a compact type signature, in the style of BAML's and DSPy's adapters.
 
     ``{"name": string, "age": int, "tags": string[]}``, one field per line, nested objects
-    indented, enums as ``"a" | "b"``, descriptions and bounds as ``//`` comments. Small models
-    copy a full JSON Schema back instead of answering; they answer a signature.
+    indented, enums as ``"a" | "b"``, descriptions and bounds as ``//`` comments, a comma after
+    every field as BAML writes it. Small models copy a full JSON Schema back instead of
+    answering; they answer a signature. (Measured on benchmarks/prompt_mode.py: without the last
+    commas, SmolLM2-135M over ``transformers serve`` was valid on 20 of 24 items, with them 23.)
     """
     return _Signature(schema).render(schema, 0)
 
@@ -280,11 +282,10 @@ class _Signature:
         required = set(node.get("required") or ())
         pad = "  " * (depth + 1)
         lines = ["{"]
-        for n, (name, child) in enumerate(props.items(), 1):
+        for name, child in props.items():
             notes = _notes(child if isinstance(child, dict) else {}, name in required)
             comment = f" // {'; '.join(notes)}" if notes else ""
-            comma = "," if n < len(props) else ""
-            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)}{comma}{comment}")
+            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)},{comment}")
         lines.append("  " * depth + "}")
         return "\n".join(lines)
 
