@@ -43,7 +43,7 @@ def run(text: str, schema=P, **options):
         ('{"name": "Ann", "age": 31, "tags": ["a", "b"]', "closed a cut-off object"),
         ("name: Ann\nage: 31\ntags:\n  - a\n  - b", "key-value lines as an object"),
         ('{"NAME": "Ann", "Age": 31, "Tags": ["a", "b"]}', "key 'NAME' as 'name'"),
-        ("{name: Ann, age: '31', tags: [a, b]}", "numeric string as a number"),
+        ("{name: Ann, age: '31', tags: [a, b]}", "unquoted string"),
         ('```json\n{name: "Ann", age: 31, tags: ["a", "b"]}\n```', "unquoted key"),
     ],
 )
@@ -70,6 +70,19 @@ def test_a_raw_newline_inside_a_string_is_kept():
 def test_the_object_that_fits_wins_over_a_wrong_object_quoted_first():
     text = 'Not {"name": "Bob", "age": "old"}, that one is wrong. The answer: {"name": "Ann", "age": 31, "tags": ["a", "b"]}'
     assert run(text).data == ANN
+
+
+def test_a_value_valid_as_read_is_not_coerced():
+    # "start " is an extra key, allowed: a valid value is never renamed toward the schema
+    schema = {"type": "object", "properties": {"start": {"type": "boolean"}}}
+    assert run('{"start ": true}', schema=schema).data == {"start ": True}
+    assert run("{'start ': True}", schema=schema).data == {"start ": True}
+
+
+def test_a_free_form_object_may_hold_a_schema():
+    schema = {"type": "object", "properties": {"schema": {"type": "object"}}, "required": ["schema"]}
+    text = json.dumps({"schema": {"type": "object", "properties": {"a": {"type": "string"}}}})
+    assert run(text, schema=schema).data == json.loads(text)
 
 
 def test_clean_json_takes_no_coercion():

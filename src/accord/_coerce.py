@@ -46,7 +46,7 @@ class Coercion:
     path: Path
     fix: str
     cost: int = 1
-    lax: bool = False  # normalization and validation accept the data without it (e.g. "31" for an int)
+    breaking: bool = False  # the data is certainly invalid without it (a scalar where a list belongs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": ".".join(map(str, self.path)), "fix": self.fix}
@@ -72,8 +72,8 @@ class _Coercer:
         self.coercions: list[Coercion] = []
         self.misfits = 0
 
-    def note(self, path: Path, fix: str, cost: int, lax: bool = False) -> None:
-        self.coercions.append(Coercion(path, fix, cost, lax))
+    def note(self, path: Path, fix: str, cost: int, breaking: bool = False) -> None:
+        self.coercions.append(Coercion(path, fix, cost, breaking))
 
     def walk(self, data: Any, node: Any, path: Path, depth: int) -> Any:
         node = resolve(node, self.root)
@@ -103,11 +103,11 @@ class _Coercer:
             if isinstance(data, list):
                 return self.array(data, node, path, depth)
             if data is not None and not types & _kinds(data):
-                self.note(path, "one value as a list", 2)
+                self.note(path, "one value as a list", 2, breaking=True)
                 items = node.get("items") if isinstance(node.get("items"), dict) else {}
                 return [self.walk(data, items, (*path, 0), depth + 1)]
         if isinstance(data, list) and len(data) == 1 and not types & {"array"} and not isinstance(data[0], (list, dict)):
-            self.note(path, "one-element list as its element", 2)
+            self.note(path, "one-element list as its element", 2, breaking=True)
             return self.walk(data[0], node, path, depth + 1)
         return self.scalar(data, types, path)
 
@@ -133,14 +133,14 @@ class _Coercer:
             folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
             if len(folded) == 1:
                 if folded[0] != data.strip():
-                    self.note(path, f"{data!r} as the member {folded[0]!r}", 1, lax=True)
+                    self.note(path, f"{data!r} as the member {folded[0]!r}", 1)
                 return folded[0]
             numbers = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
             if numbers and _NUMERIC.fullmatch(data) and _number(data) in numbers:
-                self.note(path, "numeric string as a number", 1, lax=True)
+                self.note(path, "numeric string as a number", 1)
                 return _number(data)
         if isinstance(data, list) and len(data) == 1:
-            self.note(path, "one-element list as its element", 2)
+            self.note(path, "one-element list as its element", 2, breaking=True)
             return self.member(data[0], members, path)
         self.misfits += 1
         return data
@@ -172,7 +172,7 @@ class _Coercer:
                 self.misfits += 1  # cut off before it: never filled
                 continue
             if _nullable(props[name], self.root):
-                self.note((*path, name), "missing nullable field as null", 2)
+                self.note((*path, name), "missing nullable field as null", 2, breaking=True)
                 out[name] = None
             else:
                 self.misfits += 1
@@ -195,18 +195,18 @@ class _Coercer:
                 if _NUMERIC.fullmatch(data):
                     value = _number(data)
                     if value is not None and ("number" in types or isinstance(value, int)):
-                        self.note(path, "numeric string as a number", 1, lax=True)
+                        self.note(path, "numeric string as a number", 1)
                         return value
                 if _GROUPED.fullmatch(data):
                     value = _number(data.replace(",", ""))
                     if value is not None:
-                        self.note(path, "number with thousands separators", 2)
+                        self.note(path, "number with thousands separators", 2, breaking=True)
                         return value
             if "boolean" in types and fold(data) in _BOOLS:
-                self.note(path, "yes/no string as a boolean", 1, lax=True)
+                self.note(path, "yes/no string as a boolean", 1)
                 return _BOOLS[fold(data)]
         elif isinstance(data, (int, float)) and not isinstance(data, bool) and "string" in types:
-            self.note(path, "number as a string", 2)
+            self.note(path, "number as a string", 2, breaking=True)
             return str(data)
         elif isinstance(data, float) and "integer" in types and data.is_integer() and abs(data) < 2**53:
             return int(data)

@@ -199,7 +199,8 @@ def _bool(text: str) -> bool | str:
 # -- an echoed schema is not a value ----------------------------------------------------------------
 
 ECHO = "the answer repeats the schema instead of giving values"
-_SCHEMA_KEYS = {"properties", "$defs", "definitions", "$schema", "$ref", "anyOf", "oneOf", "allOf", "additionalProperties"}
+_KEYWORDS = {"type", "properties", "items", "required", "enum", "format", "pattern", "minimum", "maximum", "$ref", "anyOf",
+             "oneOf", "allOf", "additionalProperties", "definitions", "$defs", "$schema", "title", "default", "const"}
 _NODE_KEYS = {"title", "description", "required", "items", "enum", "format", "default", "minimum", "maximum"}
 _JSON_TYPES = {"object", "array", "string", "integer", "number", "boolean", "null", "json"}
 _TYPE_NAMES = {
@@ -215,17 +216,24 @@ def echoed(data: Any, schema: Schema[Any]) -> bool:
     """Whether extracted data is the schema itself (or its rendered signature), not a value.
 
     A JSON Schema echo: an object with schema keywords (``properties``, ``$defs``, ``$ref``, or a
-    JSON type name under ``type`` beside ``title``/``required``/...), where the schema asks for no
-    such field. A signature echo: a string field whose value is its own type's name
-    (``"name": "string"``, ``"date": "YYYY-MM-DD"``).
+    JSON type name under ``type`` beside ``title``/``required``/...), where the schema wants an
+    object with named fields and none of them is such a keyword (a free-form object may hold a
+    schema). A signature echo: every string field that has a type holds that type's name
+    (``{"name": "string", "age": 0}``, ``{"date": "YYYY-MM-DD"}``); one such field among real
+    values is a value (``"type": "string"`` is a fine value for a field named type).
     """
+    if len(schema.field_names & _KEYWORDS) >= 2:
+        return False  # the schema describes schema-like documents (a meta-schema): an echo is a value
     root = schema.json_schema or {}
-    return _Echo(root).walk(data, root, 0)
+    walker = _Echo(root)
+    return walker.walk(data, root, 0) or (walker.named > 0 and walker.named == walker.typed)
 
 
 class _Echo:
     def __init__(self, root: dict[str, Any]) -> None:
         self.root = root
+        self.typed = 0  # string leaves at a place with a type
+        self.named = 0  # ... that hold the name of that type
 
     def walk(self, data: Any, node: Any, depth: int) -> bool:
         if depth > 32:
@@ -233,6 +241,11 @@ class _Echo:
         node = resolve(node, self.root) if node is not None else {}
         if isinstance(data, dict):
             props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+            types = types_of(node)
+            if types and "object" not in types and not props:
+                return self.node_like(data)  # an object where a scalar belongs: is it the scalar's schema?
+            if not props:
+                return False  # a free-form object (or no schema here): anything may be in it, a schema too
             if self.schema_like(data, props):
                 return True
             extra = node.get("additionalProperties")
@@ -244,16 +257,35 @@ class _Echo:
             items = node.get("items") if isinstance(node.get("items"), dict) else None
             return any(self.walk(value, items, depth + 1) for value in data[:64])
         if isinstance(data, str) and node:
-            return fold(data) in self.names(node)
+            names = self.names(node)
+            if names:
+                self.typed += 1
+                self.named += fold(data) in names
         return False
 
     @staticmethod
     def schema_like(data: dict[str, Any], props: dict[str, Any]) -> bool:
+        """An object that is a JSON Schema node: its keywords, with the values schemas give them."""
         keys = set(data) - set(props)
-        if keys & _SCHEMA_KEYS:
+        for key in keys & {"properties", "$defs", "definitions"}:
+            if isinstance(data[key], dict) and data[key] and all(isinstance(v, dict) for v in data[key].values()):
+                return True
+        for key in keys & {"anyOf", "oneOf", "allOf"}:
+            if isinstance(data[key], list) and data[key] and all(isinstance(v, dict) for v in data[key]):
+                return True
+        if "$ref" in keys and isinstance(data["$ref"], str) and data["$ref"].startswith("#") and len(data) <= 3:
             return True
+        if "type" not in keys or not _Echo.node_like(data):
+            return False
+        shaped = (isinstance(data.get("items"), dict), isinstance(data.get("enum"), list),
+                  isinstance(data.get("required"), list) and all(isinstance(r, str) for r in data["required"]))
+        return any(shaped)  # a type with the structure schemas give it, not only a title
+
+    @staticmethod
+    def node_like(data: dict[str, Any]) -> bool:
+        """``{"title": "Age", "type": "integer"}``: a JSON type name beside a schema keyword."""
         kind = data.get("type")
-        return "type" in keys and isinstance(kind, str) and kind in _JSON_TYPES and bool(keys & _NODE_KEYS)
+        return isinstance(kind, str) and kind in _JSON_TYPES and bool(set(data) & _NODE_KEYS)
 
     def names(self, node: dict[str, Any]) -> set[str]:
         if "enum" in node or "const" in node:

@@ -148,13 +148,24 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     for candidate in _found(text, schema):
         if best is not None and best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
+        fixed = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes)
         data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
-        if not candidate.fixes and all(c.lax for c in coercions):
-            # JSON as written, and nothing the schema would change that validation does not accept
-            # as it is: valid as written, it takes no coercion and nothing can beat it.
-            checked = _check(candidate.data, schema, normalizers)
-            if not isinstance(checked, Misreading) and not (hinted and echoed(candidate.data, schema)):
-                return _finish(checked, schema, float_digits, ())
+        if not any(c.breaking for c in coercions) and (best is None or fixed < best[0]):
+            # Nothing the coercer would change makes the data invalid as it stands, so the data as
+            # read is tried first: a value valid as it is is never coerced (a key "start " stays).
+            found = _try(candidate, candidate.data, [], fixed, schema=schema, normalizers=normalizers, hinted=hinted)
+            if isinstance(found, tuple):
+                if not candidate.fixes:
+                    return _finish(found[1], schema, float_digits, ())  # JSON as written and valid: nothing beats it
+                best = found
+                continue
+            if found == "echo":
+                echo = True
+                continue
+            if not coercions:
+                if isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
+                    failure = found
+                continue
         cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
         if best is not None and cost >= best[0]:
             continue  # cannot win: an earlier candidate is at least as good

@@ -145,6 +145,24 @@ class Schema(Generic[T]):
         return None
 
     @cached_property
+    def field_names(self) -> frozenset[str]:
+        """Every property name the JSON Schema declares, at any depth (for a grammar, none)."""
+        names: set[str] = set()
+        todo: list[Any] = [self.json_schema or {}]
+        seen = 0
+        while todo and seen < 10_000:  # bounded: a huge schema is read only so far
+            node = todo.pop()
+            seen += 1
+            if isinstance(node, dict):
+                props = node.get("properties")
+                if isinstance(props, dict):
+                    names.update(k for k in props if isinstance(k, str))
+                todo.extend(node.values())
+            elif isinstance(node, list):
+                todo.extend(node)
+        return frozenset(names)
+
+    @cached_property
     def choices(self) -> tuple[Any, ...] | None:
         """The allowed values of a choice schema, as JSON data."""
         if self.kind != "choice":
