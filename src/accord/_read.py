@@ -12,6 +12,7 @@ the schema echoed back is never a value.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
-from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, check_depth, echoed, extract, shape_of
+from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
@@ -30,12 +31,11 @@ STRICT = Extract(strict=True)
 LENIENT = Extract()
 _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
               "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
-# Text that may hold an echoed schema: a quoted schema keyword or type name (JSON as written), or
-# any type name at all (text read leniently). Cheap tests, so clean JSON pays almost nothing.
-_QUOTED_HINT = re.compile(
-    r'"(?:properties|\$defs|\$ref|\$schema|definitions|anyOf|oneOf|allOf|additionalProperties|type|[Ss]tring|str|'
-    r'[Ii]nt(?:eger)?|[Ff]loat|[Nn]umber|double|[Bb]ool(?:ean)?|[Dd]ate|YYYY-MM-DD)"'
-)
+# Text that may hold an echoed schema: any type name at all (for text read leniently).
+_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
+_ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "oneOf", "allOf", "type", "title"})
+_TYPE_NAMES = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
+                         "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
 _NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
 _ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
 _BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -80,14 +80,57 @@ def read(
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
     floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
     """
-    if policy.strict or shape_of(schema) != "json" or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
+    json_shape, root_types = _shape(schema)
+    if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits)
     try:
-        check_depth(text)
+        raw = extract(text, schema)  # the value as written first: clean JSON costs what it always did
     except ExtractionFailure as failure:
-        return Misreading("extract", tuple(failure.errors))
+        if str(failure.errors[0]["msg"]).startswith(("output nested", "output too long")):
+            return Misreading("extract", tuple(failure.errors))
+    else:
+        if _fits_root(raw, root_types):
+            reading = _settle(raw, schema, normalizers, float_digits)
+            if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
+                return reading
     found = _lenient(text, schema, normalizers, float_digits)
     return found if found is not None else Misreading("extract", _NOTHING)
+
+
+def _may_echo(data: Any) -> bool:
+    """A cheap test before :func:`echoed` on valid JSON as written (so clean JSON pays ~1 us): an
+    echo has schema keywords at its top level, or no top-level text that is not a type name."""
+    if isinstance(data, list):
+        return any(_may_echo(item) for item in data[:8])
+    if not isinstance(data, dict):
+        return isinstance(data, str) and data.strip().casefold() in _TYPE_NAMES
+    if not _ECHO_KEYS.isdisjoint(data):
+        return True
+    for value in data.values():
+        if isinstance(value, str):
+            return value.strip().casefold() in _TYPE_NAMES  # one real text: no signature echo
+    return True
+
+
+_SHAPES: weakref.WeakKeyDictionary[Schema[Any], tuple[bool, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str]]:
+    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema."""
+    known = _SHAPES.get(schema)
+    if known is None:
+        root = schema.json_schema or {}
+        types = types_of(root) or ({"object"} if "properties" in root else set())
+        known = _SHAPES[schema] = (shape_of(schema) == "json", frozenset(types))
+    return known
+
+
+def _fits_root(data: Any, types: frozenset[str]) -> bool:
+    """Whether data may be of the schema's top-level type (a list is never an object)."""
+    if not types:
+        return True
+    kind = "object" if isinstance(data, dict) else "array" if isinstance(data, list) else None
+    return kind is None or kind in types
 
 
 def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading:
@@ -97,7 +140,7 @@ def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str]
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
     reading = _settle(raw, schema, normalizers, float_digits)
-    if isinstance(reading, Reading) and _QUOTED_HINT.search(text) and echoed(raw, schema):
+    if isinstance(reading, Reading) and _may_echo(raw) and echoed(raw, schema):
         return _echo()
     return reading
 
@@ -148,15 +191,23 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     for candidate in _found(text, schema):
         if best is not None and best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
+        if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
+            checked = _check(candidate.data, schema, normalizers)
+            if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
+                return _finish(checked, schema, float_digits, ())
         fixed = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes)
         data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
-        if not any(c.breaking for c in coercions) and (best is None or fixed < best[0]):
+        if not candidate.fixes and not coercions:  # invalid as written, and nothing to coerce
+            if hinted and echoed(candidate.data, schema):
+                echo = True
+            elif isinstance(checked, Misreading) and (failure is None or len(checked.errors) < len(failure.errors)):
+                failure = checked
+            continue
+        if candidate.fixes and not any(c.breaking for c in coercions) and (best is None or fixed < best[0]):
             # Nothing the coercer would change makes the data invalid as it stands, so the data as
             # read is tried first: a value valid as it is is never coerced (a key "start " stays).
             found = _try(candidate, candidate.data, [], fixed, schema=schema, normalizers=normalizers, hinted=hinted)
             if isinstance(found, tuple):
-                if not candidate.fixes:
-                    return _finish(found[1], schema, float_digits, ())  # JSON as written and valid: nothing beats it
                 best = found
                 continue
             if found == "echo":
@@ -247,7 +298,7 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
     name, node = next(iter(props.items()))
     node = resolve(node, root)
     types = types_of(node)
-    bare = _unwrap(text)
+    bare = _unwrap(text).strip("*_").strip().rstrip(".!").strip()  # markdown emphasis too: **24**
     value: Any = None
     if types & {"integer", "number"}:
         first_line = text.strip().split("\n", 1)[0].strip()
