@@ -115,6 +115,19 @@ def test_a_value_cut_mid_way_is_never_accepted(text):
         run(text)
 
 
+def test_key_value_lines_cut_at_max_tokens_are_not_a_value():
+    # "age: 3" may be "age: 31" cut off: with finish_reason "length" the run loop grows max_tokens
+    model = accord.models.function(lambda prompt: "name: Ann\ntags: [a]\nage: 3")
+    stab = accord.Stabilizer(model, schema=P, vote=accord.Vote(k=1), retry=accord.Retry(attempts=1))
+    assert stab.run("Who?").data == {"name": "Ann", "age": 3, "tags": ["a"]}  # not cut: a value
+    cut = accord.Completion("name: Ann\ntags: [a]\nage: 3", finish_reason="length")
+    scripted = accord.models.scripted([cut])
+    with pytest.raises(accord.InvalidOutput) as caught:
+        accord.Stabilizer(scripted, schema=P, vote=accord.Vote(k=1), retry=accord.Retry(attempts=1)).run("Who?")
+    assert caught.value.result.ballots[0].error["stage"] == "truncated"
+    assert isinstance(read('name: Ann\nage: 31\ntags: ["a", "b",', accord.Schema(P)), Misreading)  # a list cut off
+
+
 class Contact(BaseModel):
     first_name: str
     email: Optional[str]  # noqa: UP045 - written as users write it

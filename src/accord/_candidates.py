@@ -38,6 +38,7 @@ class Candidate:
     fixes: tuple[Fix, ...] = ()
     closed: frozenset[Path] = frozenset()
     origin: str = "json"  # "fenced", "json", "key-value", "implied"
+    open_end: bool = False  # its last value runs to the end of the text: a cut there would not show
 
 
 # The least a candidate of each origin can cost (see ``_read``): once a valid candidate costs no
@@ -126,9 +127,17 @@ def _blocks(text: str) -> Iterator[Candidate]:
         if _KV.match(lines[i]) is None:
             i += 1
             continue
-        block, i = _block(lines, i, _indent(lines[i]))
+        start = i
+        try:
+            block, i = _block(lines, i, _indent(lines[i]))
+        except NotJson:  # a value cut off: the block says no value
+            i = max(i, start + 1)
+            while i < len(lines) and _KV.match(lines[i]):
+                i += 1
+            continue
         if block:
-            yield Candidate(block, (Fix((), "key-value lines as an object"),), frozenset(), "key-value")
+            open_end = i >= len(lines) and not text.endswith(("\n", "\r"))
+            yield Candidate(block, (Fix((), "key-value lines as an object"),), frozenset(), "key-value", open_end)
 
 
 def _indent(line: str) -> int:
@@ -178,8 +187,16 @@ def _items(lines: list[str], i: int, indent: int) -> tuple[list[Any], int]:
 
 
 def _scalar(text: str) -> Any:
-    """A value on a ``key: value`` line: JSON-like if the whole of it reads so, else the text."""
+    """A value on a ``key: value`` line: JSON-like if the whole of it reads so, else the text.
+
+    A value that opens a list, an object or a string it does not close is cut off: it is no
+    value, and the block that holds it is none either (:class:`NotJson`).
+    """
     text = text.rstrip(",").strip()
+    if text[:1] in ("[", "{"):
+        return parse(text).value  # NotJson (Cut) when it does not close
+    if text[:1] in ('"', "'") and (len(text) < 2 or text[-1] != text[0]):
+        raise NotJson("a string cut off")
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         try:
             return parse(text).value

@@ -25,8 +25,8 @@ Path = tuple[str | int, ...]
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*|/\*.*?(?:\*/|\Z))*", re.S)
 _COMMENT = re.compile(r"//|#|/\*")
-_DQ = re.compile(r'"((?:[^"\\]|\\.)*)("|\Z)', re.S)
-_SQ = re.compile(r"'((?:[^'\\]|\\.)*)('|\Z)", re.S)
+_DQ = re.compile(r'"((?:[^"\\]|\\.)*\\?)("|\Z)', re.S)  # a backslash at the very end: cut off
+_SQ = re.compile(r"'((?:[^'\\]|\\.)*\\?)('|\Z)", re.S)
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")

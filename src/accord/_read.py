@@ -47,13 +47,17 @@ _LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 @dataclass(frozen=True)
 class Reading:
     """A valid output: the validated value, its JSON data, its canonical form and vote key, and the
-    repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written)."""
+    repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written).
+    ``open_ended``: its last value ran to the very end of the text with nothing to close it
+    (``key: value`` lines, a bare answer), so a text cut off at ``max_tokens`` may have cut it
+    (the run loop then treats it as truncated)."""
 
     value: Any
     data: Any
     form: Any
     key: str
     coercions: tuple[dict[str, str], ...] = ()
+    open_ended: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str],
     return value
 
 
-def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...]) -> Reading | Misreading:
+def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...],
+            open_ended: bool = False) -> Reading | Misreading:
     """canonicalize a validated value into its Reading."""
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
@@ -170,7 +175,7 @@ def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple
         key = canonical_key(form)
     except ValueError:  # NaN or infinity: JSON has no such number, so no vote key either
         return Misreading("validate", ({"loc": (), "msg": "not a finite number", "type": "finite_number"},))
-    return Reading(value, dumped, form, key, coercions)
+    return Reading(value, dumped, form, key, coercions, open_ended)
 
 
 def _echo() -> Misreading:
@@ -182,7 +187,7 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
 
     A candidate that is JSON as written and valid as it is wins at once (the strict reading:
     clean JSON costs what it did before any repair existed)."""
-    best: tuple[int, Any, tuple[dict[str, str], ...]] | None = None
+    best: tuple[int, Any, tuple[dict[str, str], ...], bool] | None = None
     failure: Misreading | None = None
     echo = False
     lowered = text.lower()
@@ -244,7 +249,7 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
             elif isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
                 failure = found
     if best is not None:
-        return _finish(best[1], schema, float_digits, best[2])
+        return _finish(best[1], schema, float_digits, best[2], open_ended=best[3])
     if echo:
         return _echo()
     return failure
@@ -259,14 +264,14 @@ def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
 
 
 def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
-         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> tuple[int, Any, tuple[dict[str, str], ...]] | Misreading | str:
+         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> tuple[int, Any, tuple[dict[str, str], ...], bool] | Misreading | str:
     """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
     if hinted and echoed(candidate.data, schema):
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
-    return cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions]))
+    return cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])), candidate.open_end
 
 
 def _fix(fix: Fix) -> dict[str, str]:
@@ -300,6 +305,7 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
     types = types_of(node)
     bare = _unwrap(text).strip("*_").strip().rstrip(".!").strip()  # markdown emphasis too: **24**
     value: Any = None
+    open_end = True  # the answer is the end of the text, so a cut would not show
     if types & {"integer", "number"}:
         first_line = text.strip().split("\n", 1)[0].strip()
         for pattern, where in ((_BARE_NUMBER, bare), (_EQUATION, bare), (_STATED, bare), (_STATED, first_line)):
@@ -307,15 +313,17 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
             if match:
                 token = match.group(match.lastindex or 0)
                 value = float(token) if "." in token else int(token)
+                open_end = where is bare
                 break
     elif "boolean" in types:
         match = _LEADING_BOOL.match(bare)
         if match:
             value = _bool(match.group(1))
+            open_end = match.end() >= len(bare)
     elif (isinstance(node.get("enum"), list) or node.get("format") in ("date", "date-time")) and (
         bare and "\n" not in bare and len(bare) <= 64
     ):
         value = bare
     if value is None:
         return None
-    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied")
+    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end)

@@ -248,7 +248,7 @@ class _Run:
         # model without shipped floors that would start a calibration nobody asked for).
         margins = self.gate.check(completion.margins, self.backend) if self.gate else MarginGate().check(completion.margins)
         reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
-        if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
+        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             reading = Misreading("truncated", ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},))
         slot.outputs += 1
