@@ -87,6 +87,7 @@ def read(
     json_shape, root_types = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits)
+    tried: tuple[Any, Reading | Misreading] | None = None
     try:
         raw = extract(text, schema)  # the value as written first: clean JSON costs what it always did
     except ExtractionFailure as failure:
@@ -95,9 +96,10 @@ def read(
     else:
         if _fits_root(raw, root_types):
             reading = _settle(raw, schema, normalizers, float_digits)
+            tried = (raw, reading)
             if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
                 return reading
-    found = _lenient(text, schema, normalizers, float_digits)
+    found = _lenient(text, schema, normalizers, float_digits, tried)
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
@@ -182,7 +184,8 @@ def _echo() -> Misreading:
     return Misreading("extract", ({"loc": (), "msg": ECHO, "type": "schema_echo"},))
 
 
-def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading | None:
+def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+             tried: tuple[Any, Reading | Misreading] | None = None) -> Reading | Misreading | None:
     """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
 
     A candidate that is JSON as written and valid as it is wins at once (the strict reading:
@@ -197,7 +200,9 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
         if best is not None and best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
-            checked = _check(candidate.data, schema, normalizers)
+            # (the strict reading already found this very value invalid: not validated twice)
+            same = tried is not None and isinstance(tried[1], Misreading) and (candidate.data is tried[0] or candidate.data == tried[0])
+            checked = tried[1] if same and tried is not None else _check(candidate.data, schema, normalizers)
             if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
                 return _finish(checked, schema, float_digits, ())
         fixed = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes)
@@ -267,7 +272,7 @@ def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, 
          normalizers: Sequence[Callable[[str], str]], hinted: bool) -> tuple[int, Any, tuple[dict[str, str], ...], bool] | Misreading | str:
     """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
-    if hinted and echoed(candidate.data, schema):
+    if hinted and _may_echo(candidate.data) and echoed(candidate.data, schema):
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
