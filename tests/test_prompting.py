@@ -46,7 +46,7 @@ def test_the_schema_hint_and_feedback_go_with_the_question_not_the_examples() ->
     first, retry = (r.input for r in model.requests)
     assert isinstance(first, list) and isinstance(retry, list)
     assert first[1]["content"] == '{"stars": 1, "sentiment": "negative"}'  # the example is as rendered, untouched
-    assert first[-1]["content"].startswith("Review: 'Great pen.'") and "JSON Schema" in first[-1]["content"]
+    assert first[-1]["content"] == f"Review: 'Great pen.'\n\n{accord.Schema.of(Review).render()}"
     assert retry[:-1] == first and retry[-1]["role"] == "user" and "previous answer" in retry[-1]["content"]
 
 

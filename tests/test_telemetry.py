@@ -323,3 +323,13 @@ def test_the_server_traces_its_ballots(openai_server: str, traced: Traced) -> No
     servers: Any = model.describe()["servers"]
     assert a["gen_ai.response.model"] == servers[0]["model"]
     assert a["gen_ai.usage.input_tokens"] > 0
+
+
+def test_the_repairs_reading_took_are_on_the_call_span(traced: Traced) -> None:
+    repaired = "{stars: 4, sentiment: 'positive',}"  # unquoted keys, single quotes, a trailing comma
+    Stabilizer(models.scripted([repaired, GOOD]), schema=Review, vote=Vote(k=2, quorum=1, early_stop=False),
+               telemetry=traced.telemetry()).run("q")
+    by_slot = {attrs(c)["accord.ballot.slot"]: attrs(c) for c in traced.calls()}
+    assert by_slot[0]["accord.ballot.coercions"] >= 3
+    assert set(by_slot[0]["accord.ballot.coercion_kinds"]) >= {"unquoted key", "single quotes", "trailing comma"}
+    assert "accord.ballot.coercions" not in by_slot[1]  # valid JSON as written: nothing to say

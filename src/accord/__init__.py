@@ -18,6 +18,7 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
+from ._extract import Extract
 from ._gate import MarginGate
 from ._hooks import Hooks, RetryEvent
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
@@ -55,6 +56,7 @@ __all__ = [
     "Completion",
     "ConfigError",
     "Decided",
+    "Extract",
     "Feedback",
     "Grammar",
     "Hooks",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 from . import _telemetry as telemetry
 from ._errors import AccordError, ConfigError
 from ._examples import check_system, render_examples
+from ._extract import Extract
 from ._gate import MarginGate
 from ._hooks import Hooks
 from ._partial import Decided, Partial, Partials, changed
@@ -56,6 +57,7 @@ class Options(TypedDict, total=False):
     on_no_consensus: str
     on_ballot: Callable[[Ballot], Any] | None
     perturb: Any
+    extract: Extract | None
     ledger: Any
     system: str | None
     examples: Iterable[tuple[str, Any]]
@@ -75,7 +77,8 @@ class Stabilizer(Generic[T]):
     backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
-    can apply them; ``accord.Perturb(())`` for none).
+    can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
+    (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
 
     ``system``: a system prompt; ``examples``: ``(input, output)`` pairs shown before the prompt
     (each output validated against the schema here; see ``_examples``). ``hooks``: an
@@ -108,6 +111,7 @@ class Stabilizer(Generic[T]):
         on_ballot: Callable[[Ballot], Any] | None = None,
         perturb: Any = None,
         ledger: Any = None,
+        extract: Extract | None = None,
         system: str | None = None,
         examples: Iterable[tuple[str, Any]] = (),
         hooks: Hooks | None = None,
@@ -123,7 +127,8 @@ class Stabilizer(Generic[T]):
             raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
         self.schema: Schema[T] = Schema.of(schema)
         kinds: tuple[tuple[str, Any, type], ...] = (
-            ("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("hooks", hooks, Hooks), ("prices", prices, Prices),
+            ("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("extract", extract, Extract),
+            ("hooks", hooks, Hooks), ("prices", prices, Prices),
         )
         for name, value, kind in kinds:
             if value is not None and not isinstance(value, kind):
@@ -147,6 +152,7 @@ class Stabilizer(Generic[T]):
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
+            extract=extract or Extract(),
             system=check_system(system),
             examples=render_examples(self.schema, examples),
             prices=prices,

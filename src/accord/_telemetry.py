@@ -180,9 +180,9 @@ def call_end(ballot: Ballot, content: bool) -> Attributes:
         attrs["accord.ballot.min_margin"] = ballot.min_margin
     if ballot.fragile_steps is not None:
         attrs["accord.ballot.fragile_steps"] = ballot.fragile_steps
-    coercions = len(_coercions(ballot))
-    if coercions:
-        attrs["accord.ballot.coercions"] = coercions
+    if ballot.coercions:  # what reading the text took: how many repairs, and of which kinds
+        attrs["accord.ballot.coercions"] = len(ballot.coercions)
+        attrs["accord.ballot.coercion_kinds"] = sorted({str(c.get("fix", "")) for c in ballot.coercions})
     error = ballot.error
     if error is not None and ballot.status == "invalid":
         attrs["accord.ballot.invalid"] = str(error.get("stage", "validate"))
@@ -202,12 +202,6 @@ def call_end(ballot: Ballot, content: bool) -> Attributes:
 
 def retry_event(event: Any) -> Attributes:
     return {"accord.slot": event.slot, "accord.attempt": event.attempt, "accord.reason": event.reason, "accord.wait": event.wait}
-
-
-def _coercions(ballot: Ballot) -> tuple[Any, ...]:
-    # Ballot.coercions comes with the lenient reader (another branch); until it lands, none.
-    found = getattr(ballot, "coercions", ())
-    return tuple(found) if isinstance(found, (tuple, list)) else ()
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -90,6 +90,10 @@ _POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality", "prices"})
 # In the key once set, left out while unset: keys written before they existed stay the same.
 _POLICY_IN_KEY_WHEN_SET = frozenset({"system", "examples"})
 _RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
+# Policy fields added after the first key format: in the key only when set away from their
+# default, so the answers a ledger holds from before they existed still replay (the default is
+# what those runs did: the lenient reader reads every valid JSON value unchanged).
+_NEW_SINCE_V1 = frozenset({"extract"})
 
 
 def describe_policy(policy: Any) -> dict[str, Any]:
@@ -97,12 +101,15 @@ def describe_policy(policy: Any) -> dict[str, Any]:
     perturbation, and the system prompt and examples when there are any.
 
     Callables go by qualified name. Left out: the budget, transport retries and their waits,
-    ``on_ballot``, ``on_no_consensus`` and the prices.
+    ``on_ballot``, ``on_no_consensus`` and the prices; fields newer than the first key format
+    while they hold their default (``extract``), and ``system`` and ``examples`` while unset.
     """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(policy):
         value = getattr(policy, f.name)
         if f.name in _POLICY_NOT_IN_KEY or (f.name in _POLICY_IN_KEY_WHEN_SET and not value):
+            continue
+        if f.name in _NEW_SINCE_V1 and f.default_factory is not dataclasses.MISSING and value == f.default_factory():
             continue
         if f.name == "retry":
             kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]

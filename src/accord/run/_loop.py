@@ -51,7 +51,7 @@ from typing import Any
 
 from .._errors import AccordError, BackendError
 from .._examples import with_preamble
-from .._extract import shape_of
+from .._extract import Extract, shape_of
 from .._gate import MarginGate
 from .._hooks import RetryEvent
 from .._predict import Floors
@@ -115,6 +115,7 @@ class Policy:
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
+    extract: Extract = field(default_factory=Extract)
     system: str | None = None
     examples: tuple[tuple[str, str], ...] = ()  # (input, output as rendered), see _examples
     prices: Prices | None = None
@@ -296,8 +297,8 @@ class _Run:
 
     def read(self, completion: Completion) -> Reading | Misreading:
         """The one place a model's text is read into a value (or why not)."""
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
-        if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
+        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             return Misreading("truncated", TRUNCATED)
         return reading
@@ -321,12 +322,14 @@ class _Run:
             loop = completion.finish_reason == "length" and looping(completion.text or "")
             if loop:
                 error["loop"] = True  # cut off inside a repeated stretch: not grown
+            coercions: tuple[dict[str, str], ...] = ()
             status, value, data, key = "invalid", None, None, None
         else:
             status, value, data, key = "valid", reading.value, reading.data, reading.key
+            coercions = reading.coercions
         ballot = Ballot(
             slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
-            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
         )
         self.record(ballot)
         if isinstance(reading, Misreading):
