@@ -206,3 +206,49 @@ def test_logging_off_costs_no_field_building(monkeypatch: pytest.MonkeyPatch) ->
     finally:
         logging.getLogger("accord").setLevel(logging.NOTSET)
     assert built == []
+
+
+# -- the real backends ---------------------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_the_local_model_calls_every_hook_and_logs_each_ballot(local_model: Any, caplog: pytest.LogCaptureFixture) -> None:
+    seen = Seen()
+    awaited: list[int] = []
+
+    async def after(ballot: accord.Ballot) -> None:
+        await asyncio.sleep(0)
+        awaited.append(ballot.slot)
+
+    stab = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False), hooks=seen.hooks())
+    with caplog.at_level(logging.DEBUG, logger="accord"):
+        result = stab.run("Review: 'Great pen, writes smoothly, five stars.' Give stars and sentiment.")
+    kinds = [kind for kind, _ in seen.events]
+    assert kinds.count("request") == kinds.count("ballot") == result.calls >= 2
+    assert kinds[-1] == "result" and seen.events[-1][1] == result.value
+    ballots = [r for r in caplog.records if getattr(r, "accord_event", None) == "ballot"]
+    assert len(ballots) == result.calls and all(r.accord_prompt_tokens > 0 for r in ballots)  # type: ignore[attr-defined]
+    asynced = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False), hooks=Hooks(after_ballot=after))
+    again = asyncio.run(asynced.arun("Review: 'Great pen, writes smoothly, five stars.' Give stars and sentiment."))
+    assert sorted(awaited) == sorted(b.slot for b in again.ballots)
+
+
+@pytest.mark.server
+def test_the_server_calls_every_hook_and_a_raising_hook_breaks_nothing(openai_server: str, caplog: pytest.LogCaptureFixture) -> None:
+    from accord.backends.openai._caps import Capabilities
+
+    def broken(request: Request) -> None:
+        raise RuntimeError("hook bug")
+
+    seen = Seen()
+    model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=8)
+    hooks = Hooks(before_request=broken, after_ballot=seen.hooks().after_ballot, on_result=seen.hooks().on_result, on_error=seen.hooks().on_error)
+    stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False), hooks=hooks)
+    with caplog.at_level(logging.INFO, logger="accord"):
+        [result] = stab.map(["What is 2 + 2? Answer with the number only."])  # map: a failed run is a Result too
+    assert [kind for kind, _ in seen.events].count("ballot") == result.calls >= 2
+    assert seen.events[-1][0] in ("result", "error")
+    failed = [r for r in caplog.records if r.getMessage() == "accord: the before_request hook failed"]
+    assert len(failed) == result.calls and all(r.exc_info and str(r.exc_info[1]) == "hook bug" for r in failed)
+    [run] = [r for r in caplog.records if getattr(r, "accord_event", None) == "run"]
+    assert run.accord_calls == result.calls  # type: ignore[attr-defined]
