@@ -16,7 +16,9 @@ extracting, normalizing, validating, canonicalizing, voting and assembling the R
 the other arms, the spans and hook calls). ``--cpu`` measures the process's CPU time instead of
 wall-clock time: steadier on a shared machine, where other processes preempt this one.
 ``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
-and of this tree, each in fresh processes taking turns (target: off no slower than REF).
+and of this tree, each in fresh processes taking turns (target: off no slower than REF), and
+counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
+not move with the machine's load.
 """
 
 from __future__ import annotations
@@ -172,16 +174,31 @@ def _export(ref: str, into: Path) -> Path:
     return into / "src"
 
 
-def _child(src: Path, runs: int, cpu: bool) -> list[float]:
-    """The off arm measured in a fresh process that imports accord from ``src``."""
+def calls_per_ballot(runs: int = 100) -> float:
+    """Python function calls per ballot of the off arm (cProfile's count): unlike a time, the same
+    on an idle machine and a loaded one."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    measure(runs, 5)
+    profile.disable()
+    return float(pstats.Stats(profile).total_calls) / (runs * 5)  # type: ignore[attr-defined]  # set by Stats, not in the stubs
+
+
+def _child(src: Path, runs: int, cpu: bool, calls: bool = False) -> list[float]:
+    """The off arm measured in a fresh process that imports accord from ``src`` (with ``calls``:
+    its function calls per ballot instead)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else [])]
+    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else []), *(["--calls"] if calls else [])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=900)
     return [float(x) for x in json.loads(done.stdout)]
 
 
-def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float]]:
-    """Off-arm samples of ``ref`` and of this tree, from fresh processes taking turns."""
+def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
+    """Off-arm samples of ``ref`` and of this tree, from fresh processes taking turns, and the
+    function calls per ballot of each."""
     theirs: list[float] = []
     ours: list[float] = []
     with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
@@ -190,7 +207,8 @@ def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], l
             order = [(src, theirs), (ROOT / "src", ours)]
             for where, samples in order if round_ % 2 == 0 else order[::-1]:
                 samples.extend(_child(where, max(1, runs // rounds), cpu))
-    return theirs, ours
+        calls = (_child(src, 100, cpu, calls=True)[0], _child(ROOT / "src", 100, cpu, calls=True)[0])
+    return theirs, ours, calls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,11 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=40, help="turns the arms take (default 40)")
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
+    parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
     args = parser.parse_args(argv)
     clock = time.process_time if args.cpu else time.perf_counter
     if args.child:
         measure(20, 5)  # warm-up: imports, pydantic schema caches
-        print(json.dumps(measure(args.child, 5, clock)))
+        print(json.dumps([calls_per_ballot(args.child)] if args.calls else measure(args.child, 5, clock)))
         return 0
     runs = 200 if args.quick else 2000
     rounds = 4 if args.quick else args.rounds
@@ -233,10 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     if "otel" in arms:
         print(f"  the SDK's own bare span here: {span_floor(clock):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
     if args.against:
-        theirs, ours = against(args.against, runs, rounds, args.cpu)
+        theirs, ours, (t_calls, o_calls) = against(args.against, runs, rounds, args.cpu)
         (t50, t90), (o50, o90) = percentiles(theirs), percentiles(ours)
-        print(f"  off at {args.against:<21} p50 {t50:4.0f} us, p90 {t90:4.0f} us (fresh processes, taking turns)")
-        print(f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%)")
+        print(f"  off at {args.against:<21} p50 {t50:4.0f} us, p90 {t90:4.0f} us, {t_calls:.1f} function calls a ballot (fresh processes, taking turns)")
+        print(
+            f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us, {o_calls:.1f} function calls a ballot"
+            f" ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%; calls {100 * (o_calls - t_calls) / t_calls:+.1f}%)"
+        )
     return 0
 
 
