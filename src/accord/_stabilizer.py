@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
+from . import _check
 from ._errors import AccordError, ConfigError
 from ._extract import Extract
 from ._gate import MarginGate
@@ -106,24 +107,22 @@ class Stabilizer(Generic[T]):
                 raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
         if on_no_consensus not in ("raise", "plurality"):
             raise ConfigError('on_no_consensus must be "raise" or "plurality"')
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        _check.boolean("", "schema_in_prompt", schema_in_prompt)
+        _check.function("", "on_ballot", on_ballot, optional=True)
+        _check.one_of("", "perturb", perturb, Perturb)
         self.policy = Policy(
             vote=vote or DEFAULT_VOTE,
             retry=retry or Retry(),
             budget=budget or Budget(),
-            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=tuple(stop) if stop else None),
+            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=_check.stop_strings(stop)),
             hint=schema_in_prompt,
-            normalizers=tuple(normalize),
+            normalizers=_check.normalizers(normalize),
             plurality=on_no_consensus == "plurality",
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
             extract=extract or Extract(),
         )
-        for fn in self.policy.normalizers:
-            if not callable(fn):
-                raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
 
     def _flow(self, prompt: Prompt, pending: Any = None) -> Any:
@@ -183,9 +182,8 @@ class Stabilizer(Generic[T]):
     async def amap(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
     ) -> list[Result[T]]:
-        items = list(prompts)
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
+        items = _check.prompts(prompts)  # never one string: "abc" is not three prompts
+        _check.integer("", "concurrency", concurrency)
         for prompt in items:
             _check_prompt(prompt)
         limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
