@@ -33,7 +33,7 @@ _OUTPUT = typer.Option(None, "--output", "-o", help="Write here instead of stdou
 @app.command("ls")
 def list_runs(
     path: Path | None = _PATH,
-    limit: int = typer.Option(50, "--limit", "-n", help="Show at most this many runs, newest first."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="Show at most this many runs, newest first (at least 1)."),
     key: str | None = typer.Option(None, "--key", help="Only the runs of keys starting with this prefix."),
 ) -> None:
     """List runs, newest first; '*' marks the current answer of its key."""
@@ -72,7 +72,11 @@ def export(
 ) -> None:
     """Export every run (request, result, ballots) as one JSON object per line, oldest first."""
     with _open(path) as ledger:
-        sink = output.open("w", encoding="utf-8") if output else sys.stdout
+        try:
+            sink = output.open("w", encoding="utf-8") if output else sys.stdout
+        except OSError as exc:
+            typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
         try:
             count, runs = 0, ledger.export()
             while (run := _guard(lambda: next(runs, None))) is not None:
