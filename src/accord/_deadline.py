@@ -8,17 +8,24 @@ Two mechanisms, because the work is of two kinds:
 
 - Python-level work (the lenient parser, Lark's parsers, jsonschema, a user's validators) is
   interrupted where it stands: a watchdog thread raises an exception in the reading thread at the
-  deadline (CPython's ``PyThreadState_SetAsyncExc``; on another interpreter nothing interrupts
-  it). The exception derives from BaseException, so no ``except Exception`` on the way can
-  swallow it, and :func:`within` turns it into :class:`TimeUp`.
+  deadline, and again until the reading is over (CPython's ``PyThreadState_SetAsyncExc``; on
+  another interpreter nothing interrupts it). The exception derives from BaseException, so no
+  ``except Exception`` on the way can swallow it, and :func:`within` turns it into
+  :class:`TimeUp`.
 - A regular expression runs in C and holds the interpreter, so nothing interrupts it from
   outside: user patterns (``accord.Regex``, JSON Schema ``pattern`` and ``patternProperties``)
-  are matched with the ``regex`` package and its ``timeout``, the time left. (It also recognises
-  many catastrophic patterns such as ``(a+)+`` and answers them at once.) A pattern only Python's
-  ``re`` can compile is matched by ``re``, without a limit.
+  are matched with the ``regex`` package and its ``timeout``. That timeout counts CPU time (on
+  this 2-core machine under load, a 0.5 s timeout took 0.73 s of wall time), so a match gets
+  ``SLICE`` (10 ms of CPU) in place, where nearly every match ends; one that needs more runs
+  again in a worker thread that releases the interpreter, and the reader waits for it by the
+  wall clock, up to the deadline. The package also recognises many catastrophic patterns such
+  as ``(a+)+`` and answers them at once. A pattern only Python's ``re`` can compile is matched
+  by ``re``, without a limit.
 
-Measured (``python benchmarks/hostile.py``): the cost per bounded reading is a few microseconds;
-``Regex("(a+)+")`` on ``"a" * 28 + "!"`` takes 45 s under ``re`` and under a millisecond here.
+Measured (``python benchmarks/hostile.py``): a bounded reading costs about 7 us of CPU more than
+an unbounded one (112 against 105 us for a 10-field object); ``(a+)+`` on ``"a" * 22 + "!"``
+takes 0.7 s under ``re`` (doubling with each ``a``: about 45 s at 28), and ``Regex("(a+)+")``
+answers ``"a" * 28 + "!"`` in under a millisecond here.
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ import contextvars
 import ctypes
 import functools
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -41,8 +50,16 @@ class TimeUp(Exception):
     """Reading an output ran past its deadline."""
 
 
-class _Interrupt(BaseException):
-    """Raised into a reading thread at its deadline (never escapes :func:`within`)."""
+class Interrupt(BaseException):
+    """Raised into a reading thread at its deadline; :func:`within` turns it into :class:`TimeUp`.
+
+    A BaseException, so no ``except Exception`` on the way swallows it. One that lands in a
+    destructor or a weakref callback is swallowed by the interpreter: the watchdog raises it
+    again every ``REFIRE`` seconds until the reading is over.
+    """
+
+
+REFIRE = 0.05
 
 
 def left() -> float | None:
@@ -54,29 +71,34 @@ def left() -> float | None:
 def within(seconds: float | None, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)``, interrupted with :class:`TimeUp` once ``seconds`` have passed (None: no limit).
 
-    Nested calls keep the outer deadline when it is sooner. Work that ends after its deadline
-    but before the interrupt lands is kept: it is done.
+    A nested call runs under the outer deadline alone. Work that ends after its deadline but
+    before the interrupt lands is kept: it is done. An :class:`Interrupt` could still land in the
+    instant the alarm ends (a raise repeated ``REFIRE`` after one that was swallowed): a caller
+    that must never see one catches it and calls :func:`settle` (``_read.read`` does).
     """
-    if seconds is None:
+    if seconds is None or _UNTIL.get() is not None:
         return fn(*args)
     if seconds <= 0:
         raise TimeUp("no time left to read the output")
-    until = time.monotonic() + seconds
-    outer = _UNTIL.get()
-    if outer is not None and outer <= until:
-        return fn(*args)  # the outer deadline is sooner and already armed
-    token = _UNTIL.set(until)
-    alarm = _WATCHDOG.arm(until)
+    token = _UNTIL.set(time.monotonic() + seconds)
     try:
         try:
+            _WATCHDOG.arm(time.monotonic() + seconds)  # inside the try: the interrupt may land as it returns
             return fn(*args)
         finally:
-            _WATCHDOG.disarm(alarm)
-    except _Interrupt:
-        _WATCHDOG.disarm(alarm)  # the interrupt may have landed inside the first disarm
+            _WATCHDOG.settle()
+    except Interrupt:
+        # In the work, or in the first settle when the watchdog raised it as the work ended (then
+        # the alarm may still be set: settled again; a repeated raise comes only REFIRE later).
+        _WATCHDOG.settle()
         raise TimeUp(f"reading the output took longer than {seconds:.3g} s") from None
     finally:
         _UNTIL.reset(token)
+
+
+def settle() -> None:
+    """End this thread's alarm, if one is left (after an :class:`Interrupt` escaped :func:`within`)."""
+    _WATCHDOG.settle()
 
 
 # -- regular expressions with the time left ------------------------------------------------------
@@ -96,15 +118,44 @@ def _compiled(pattern: str) -> Any:
 
 
 def _match(how: str, pattern: str, text: str) -> bool:
+    """Match in place for up to ``SLICE`` seconds of CPU (nearly every match ends long before);
+    a match that needs more runs again in a worker thread that releases the interpreter, waited
+    for by the wall clock, so its time is the deadline's even when the cores are shared."""
     compiled = _compiled(pattern)
-    if isinstance(compiled, re.Pattern):
-        return getattr(compiled, how)(text) is not None
     time_left = left()
-    if time_left is not None and time_left <= 0:
+    if isinstance(compiled, re.Pattern) or time_left is None:
+        return getattr(compiled, how)(text) is not None
+    if time_left <= 0:
         raise TimeUp("no time left to match the pattern")
     try:
-        return getattr(compiled, how)(text, timeout=time_left) is not None
+        return getattr(compiled, how)(text, timeout=min(time_left, SLICE)) is not None
     except TimeoutError:
+        if time_left <= SLICE:
+            raise TimeUp(f"matching {pattern[:60]!r} took longer than the time left") from None
+    return _aside(compiled, how, text, pattern)
+
+
+SLICE = 0.01  # seconds of CPU a pattern may take in place
+
+
+def _aside(compiled: Any, how: str, text: str, pattern: str) -> bool:
+    """A slow match in its own daemon thread (``concurrent=True``: the interpreter is released),
+    given up at the deadline; the thread ends by the same time of CPU (the regex timeout)."""
+    limit = left() or 0.0
+    if limit <= 0:
+        raise TimeUp("no time left to match the pattern")
+    found: Future[bool] = Future()
+
+    def work() -> None:
+        try:
+            found.set_result(getattr(compiled, how)(text, timeout=limit, concurrent=True) is not None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting reader
+            found.set_exception(exc)
+
+    threading.Thread(target=work, name="accord-regex", daemon=True).start()
+    try:
+        return found.result(timeout=limit)
+    except TimeoutError:  # the wait's, or the match's own
         raise TimeUp(f"matching {pattern[:60]!r} took longer than the time left") from None
 
 
@@ -127,7 +178,7 @@ class _Alarm:
     def __init__(self, thread: int, until: float) -> None:
         self.thread = thread
         self.until = until
-        self.fired = False
+        self.fired: float | None = None  # when the watchdog last raised the interrupt
 
 
 def _async_raise() -> tuple[Callable[[int, Any], int], Callable[[int, Any], int]] | None:
@@ -142,7 +193,8 @@ def _async_raise() -> tuple[Callable[[int, Any], int], Callable[[int, Any], int]
 
 
 class _Watchdog:
-    """One daemon thread that interrupts each reading thread at its deadline (one alarm per thread).
+    """One daemon thread that interrupts each reading thread at its deadline, and again every
+    ``REFIRE`` seconds until the reading ends (one alarm per thread).
 
     A reading thread takes ``lock`` only in C (``with lock``), never through Python code, so an
     interrupt that lands while it holds the lock cannot leave the lock taken.
@@ -156,45 +208,58 @@ class _Watchdog:
         self.thread: threading.Thread | None = None
         self.api = _async_raise()
 
-    def arm(self, until: float) -> _Alarm | None:
+    def arm(self, until: float) -> None:
+        """Interrupt this thread at ``until`` (and again every ``REFIRE`` seconds) until :meth:`settle`."""
         if self.api is None:
-            return None
+            return
         alarm = _Alarm(threading.get_ident(), until)
         with self.lock:
             self.alarms[alarm.thread] = alarm
             if self.thread is None:
+                _quiet_when_swallowed()
                 self.thread = threading.Thread(target=self.watch, name="accord-read-watchdog", daemon=True)
                 self.thread.start()
             if self.wake is None or until < self.wake:
                 self.wake = until
                 self.cond.notify()
-        return alarm
 
-    def disarm(self, alarm: _Alarm | None) -> None:
-        if alarm is None:
-            return
+    def settle(self) -> None:
+        """This thread's reading is over: no interrupt is raised for it any more, and one raised
+        but not landed yet is withdrawn."""
+        thread = threading.get_ident()
         with self.lock:
-            if self.alarms.get(alarm.thread) is alarm:
-                del self.alarms[alarm.thread]
-            if alarm.fired and self.api is not None:
-                self.api[1](alarm.thread, None)  # an interrupt that has not landed yet never will
-                alarm.fired = False
+            alarm = self.alarms.pop(thread, None)
+            if alarm is not None and alarm.fired is not None and self.api is not None:
+                self.api[1](thread, None)
 
     def watch(self) -> None:
+        assert self.api is not None
         with self.lock:
             while True:
                 now = time.monotonic()
                 nearest: float | None = None
-                for alarm in list(self.alarms.values()):
-                    if alarm.until <= now:
-                        del self.alarms[alarm.thread]
-                        alarm.fired = True
-                        assert self.api is not None
-                        self.api[0](alarm.thread, _Interrupt)
-                    elif nearest is None or alarm.until < nearest:
-                        nearest = alarm.until
+                for alarm in self.alarms.values():
+                    due = alarm.until if alarm.fired is None else alarm.fired + REFIRE
+                    if due <= now:
+                        alarm.fired = now
+                        self.api[0](alarm.thread, Interrupt)
+                        due = now + REFIRE
+                    nearest = due if nearest is None else min(nearest, due)
                 self.wake = nearest
-                self.cond.wait(None if nearest is None else nearest - now)
+                self.cond.wait(None if nearest is None else max(0.0, nearest - now))
+
+
+def _quiet_when_swallowed() -> None:
+    """An Interrupt that lands in a destructor or a weakref callback is swallowed, and the
+    interpreter prints "Exception ignored in ..."; it is raised again anyway, so that line says
+    nothing: sys.unraisablehook is wrapped to drop it (and only it)."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not Interrupt:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
 
 
 _WATCHDOG = _Watchdog()

@@ -21,7 +21,7 @@ from typing import Any
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
-from ._deadline import TimeUp, within
+from ._deadline import Interrupt, TimeUp, settle, within
 from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
@@ -99,10 +99,14 @@ def read(
         return within(limit, _read, text, schema, normalizers, float_digits, policy)
     except TimeUp as exc:
         return Misreading("extract", ({"loc": (), "msg": str(exc), "type": "timeout"},))
+    except Interrupt:  # the deadline's interrupt landed in the instant the reading ended: the same
+        settle()
+        return Misreading("extract", ({"loc": (), "msg": "reading the output ran out of time", "type": "timeout"},))
     except RecursionError:
         return Misreading("extract", ({"loc": (), "msg": "output nested too deeply to read", "type": "extract"},))
     except Exception as exc:  # a schema's own code failed on this output: the output is invalid, the run goes on
-        log.warning("reading an output raised %s: %s", type(exc).__name__, exc, exc_info=True)
+        log.warning("reading an output raised %s: %s (the output counts as invalid)", type(exc).__name__, exc)
+        log.debug("the traceback of that reading", exc_info=True)
         return Misreading("validate", ({"loc": (), "msg": f"{type(exc).__name__}: {exc}"[:200], "type": "error"},))
 
 

@@ -201,6 +201,7 @@ class _Run:
             self.read_until = None if budget is None else max(now + budget - self.spent(now), now + READ_GRACE)
             for done in sorted(outcomes, key=lambda o: o.call.id):  # the same order under any driver
                 self.absorb(done, now)
+            now = self.clock()  # reading took time too: the budget is judged after it
             self.note_idle(now)
             verdict = self.box.verdict() or self.over_budget(now)
             if verdict is not None:
