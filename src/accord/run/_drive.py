@@ -37,13 +37,21 @@ async def _acall(backend: Backend, call: Call) -> Outcome:
         return Outcome(call, None, exc, time.perf_counter() - start)
 
 
-def _wait(running: dict[futures.Future[Outcome], Call], timeout: float | None) -> list[Outcome]:
-    """The outcomes of the calls that finish first (all that are done), or none after ``timeout``."""
+def _wait(running: dict[futures.Future[Outcome], Call], timeout: float | None) -> tuple[list[Outcome], BaseException | None]:
+    """The outcomes of the calls that finish first (all that are done), or none after ``timeout``;
+    and a BaseException one of them raised (KeyboardInterrupt, SystemExit), to re-raise."""
     if not running:
         time.sleep(timeout or 0.0)
-        return []
+        return [], None
     done, _ = futures.wait(running, timeout=timeout, return_when=futures.FIRST_COMPLETED)
-    return [future.result() for future in done if running.pop(future, None)]
+    outcomes, escaped = [], None
+    for future in done:
+        if running.pop(future, None):
+            try:
+                outcomes.append(future.result())
+            except BaseException as exc:  # noqa: BLE001 - re-raised once the others are recorded
+                escaped = escaped or exc
+    return outcomes, escaped
 
 
 def drive(flow: Flow, backend: Backend) -> Result[Any]:
@@ -55,16 +63,23 @@ def drive(flow: Flow, backend: Backend) -> Result[Any]:
     running: dict[futures.Future[Outcome], Call] = {}
     step = next(flow)
     while True:
+        escaped = None
         if backend.blocking:
             running.update({spawn(_call, backend, call): call for call in step.start})
-            outcomes = _wait(running, step.timeout)
+            outcomes, escaped = _wait(running, step.timeout)
         else:
-            outcomes = [_call(backend, call) for call in step.start] or _wait({}, step.timeout)
+            outcomes = [_call(backend, call) for call in step.start] or _wait({}, step.timeout)[0]
         try:
-            step = flow.send(outcomes)
+            if escaped is not None and not outcomes:
+                raise escaped
+            step = flow.send(outcomes)  # the calls that finished beside an interrupt are recorded first
         except StopIteration as stop:
+            if escaped is not None:
+                raise escaped from None
             result: Result[Any] = stop.value
             return result  # calls still running are abandoned (daemon threads)
+        if escaped is not None:
+            raise escaped
 
 
 async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None = None) -> Result[Any]:
