@@ -144,7 +144,10 @@ class Ledger:
     # -- reading it back (the CLI) -----------------------------------------------------------
 
     def runs(self, *, limit: int | None = 50, key: str | None = None) -> list[dict[str, Any]]:
-        """Run summaries, newest first (optionally only those of keys starting with ``key``)."""
+        """Run summaries, newest first (optionally only those of keys starting with ``key``);
+        ``limit``: an int >= 1, or None for all."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"runs(limit=...) must be an int >= 1 or None, got {limit!r}")
         prefix = key_prefix(key) if key else None
         return [_codec.summary(row) for row in self._store.runs(limit=limit, prefix=prefix)]
 
