@@ -16,6 +16,7 @@ import io
 import re
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -241,7 +242,7 @@ def documented_signatures() -> list[tuple[str, str, object, list[str], bool]]:
         statements = [(s, True) for lines in blocks for s in _statements(lines)]
         spans = [(s, False) for s in re.findall(r"`([^`\n]+)`", prose)]
         found += [(page.name, t, None, block) for t, block in statements + spans if t.startswith(("accord.", "models."))]
-    out = []
+    out: list[tuple[str, str, object, list[str], bool]] = []
     for where, statement, section, first_block in found:
         in_api = section is not None and first_block  # api.md: an entry's signature block
         block = first_block
@@ -251,18 +252,21 @@ def documented_signatures() -> list[tuple[str, str, object, list[str], bool]]:
         resolved = _resolve(match["name"], section) if match else None
         if match is None or resolved is None or not callable(resolved[1]):
             continue
+        obj: object = resolved[1]
         items = _split(match["args"])
         shaped = all(_ITEM.match(i) for i in items)
         marked = any(i == "*" or i.startswith("**") for i in items) or (block and "..." not in items and len(items) >= 3)
         api_span = section is not None and not first_block  # a method or form named in an api.md entry's text
-        out.append((where, resolved[0], resolved[1], items, in_api or (shaped and (marked or api_span))))
+        out.append((where, resolved[0], obj, items, in_api or (shaped and (marked or api_span))))
     return out
 
 
 def real_parameters(qualified: str, obj: object, forwarded: bool = False) -> list[inspect.Parameter]:
     """The parameters as inspect.signature reports them (a dataclass field's default factory
     called); with ``forwarded``, a forwarding factory's options as keyword-only parameters."""
+    assert callable(obj), qualified
     params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+    obj = cast(object, obj)  # is_dataclass below narrows a plain object, not a callable
     if dataclasses.is_dataclass(obj):
         factories = {f.name: f.default_factory for f in dataclasses.fields(obj) if f.default_factory is not dataclasses.MISSING}
         params = [p.replace(default=factories[p.name]()) if p.name in factories else p for p in params]
@@ -297,7 +301,8 @@ def _problems(params: list[inspect.Parameter], items: list[str], signature: bool
     named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     real_names = [p.name for p in named]
     # Each run of names between "..." must appear in order; the ends are anchored unless elided.
-    runs, current = [], []
+    runs: list[list[str]] = []
+    current: list[str] = []
     for item in items:
         if item == "...":
             runs.append(current)
