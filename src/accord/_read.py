@@ -92,7 +92,7 @@ def read(
     take (:class:`~accord.Extract`); ``seconds`` what the run's budget has left. The one place the
     work of reading is bounded (``_deadline``): past the time, the output is a Misreading of type
     "timeout". An exception from a schema's own code (a validator that raises TypeError) is a
-    Misreading too, logged with its traceback.
+    Misreading too, logged in one line (its traceback at debug level).
     """
     limit = policy.max_seconds if seconds is None else seconds if policy.max_seconds is None else min(seconds, policy.max_seconds)
     try:
