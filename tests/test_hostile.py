@@ -417,8 +417,13 @@ def test_the_ledger_stores_hostile_text_and_caps_huge_outputs(tmp_path: Path) ->
     assert first.value == "a\x00b" and "ledger_error" not in first.meta
     again = odd.run("a prompt with a lone surrogate \udcff in it")
     assert again.replayed and again.value == "a\x00b"
+    lone = Stabilizer(lambda p: "\ud800", str, vote=Vote(k=1), retry=Retry(attempts=1), ledger=ledger)
+    with pytest.raises(accord.InvalidOutput) as caught:
+        lone.run("a lone surrogate back")
+    assert "ledger_error" not in caught.value.result.meta  # recorded, not dropped
     runs = list(ledger.export())
     ledger.close()
+    assert [b["text"] for b in runs[-1]["ballots"]] == ["\ud800"]  # stored escaped, read back as it came
     stored = runs[0]["ballots"][0]
     assert len(stored["text"]) == 16_384 and stored["meta"]["ledger_text"]["length"] == 5_000_000
     assert runs[1]["request"] == "a prompt with a lone surrogate \udcff in it"
