@@ -33,6 +33,14 @@ from accord import Budget, Completion, Extract, Grammar, Regex, Retry, Stabilize
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reviews import GOOD, Review
 
+_SCRATCH = tempfile.TemporaryDirectory(prefix="accord-hostile-")  # removed when the process ends
+
+
+def scratch() -> Path:
+    """A new empty folder for one case's files."""
+    return Path(tempfile.mkdtemp(dir=_SCRATCH.name))
+
+
 # -- the model functions ---------------------------------------------------------------------------
 
 
@@ -296,7 +304,7 @@ CONFIG_CASES: list[tuple[str, Callable[[], Any], type[BaseException]]] = [
     ("run(prompt=None)", lambda: Stabilizer(lambda p: "1", int).run(None), accord.ConfigError),  # type: ignore[arg-type]
     ("models.local(bogus=1)", lambda: accord.models.local(bogus=1), accord.ConfigError),
     ("models.openai(bogus=1)", lambda: accord.models.openai(bogus=1), accord.ConfigError),
-    ("Ledger().runs(limit=-3)", lambda: accord.Ledger(Path(tempfile.mkdtemp()) / "l.sqlite3").runs(limit=-3), accord.ConfigError),
+    ("Ledger().runs(limit=-3)", lambda: accord.Ledger(scratch() / "l.sqlite3").runs(limit=-3), accord.ConfigError),
 ]
 
 
@@ -456,14 +464,14 @@ def test_keyboard_interrupt_leaves_the_run_interrupted_in_the_ledger(tmp_path: P
 
 
 def _ledger_file() -> Path:
-    path = Path(tempfile.mkdtemp()) / "ledger.sqlite3"
+    path = scratch() / "ledger.sqlite3"
     with accord.Ledger(path) as ledger:
         Stabilizer(accord.models.function(lambda p: "1", fingerprint="m"), int, ledger=ledger, vote=Vote(k=1)).run("q")
     return path
 
 
 def _prompts_file() -> Path:
-    path = Path(tempfile.mkdtemp()) / "prompts.jsonl"
+    path = scratch() / "prompts.jsonl"
     path.write_text('{"prompt": "hi"}\n')
     return path
 
@@ -474,7 +482,7 @@ CLI_CASES: list[tuple[str, Callable[[], list[str]], int, str]] = [
      1, "cannot write /proc/nope.jsonl"),
     ("ledger ls --limit -3", lambda: ["ledger", "ls", "--path", str(_ledger_file()), "--limit", "-3"], 2, "greater than or equal to"),
     ("ledger ls --limit 0", lambda: ["ledger", "ls", "--path", str(_ledger_file()), "--limit", "0"], 2, "greater than or equal to"),
-    ("ledger ls on a missing ledger", lambda: ["ledger", "ls", "--path", str(Path(tempfile.mkdtemp()) / "none.sqlite3")], 1, ""),
+    ("ledger ls on a missing ledger", lambda: ["ledger", "ls", "--path", str(scratch() / "none.sqlite3")], 1, ""),
     ("audit --model transformers:/nonexistent", lambda: ["audit", str(_prompts_file()), "--model", "transformers:/nonexistent", "--quick"],
      2, "the path does not exist"),
 ]
