@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 import accord
 from accord import Ledger, Retry, Stabilizer, Vote, models
+from accord.ledger._migrations import STEPS
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "ledger_v1.sqlite3"
@@ -162,11 +163,18 @@ def test_a_ledger_written_before_the_split_replays_without_a_model_call(old: Pat
         assert s["sentiment"].run("new prompt").replayed
 
 
-def test_a_new_ledger_has_the_old_file_format(old: Path, tmp_path: Path) -> None:
+def test_an_old_file_is_upgraded_to_the_format_of_a_new_one(old: Path, tmp_path: Path) -> None:
+    before = schema_of(old)
+    assert before["user_version"] == 1 and "claims" not in {name for _, name, _, _ in before["objects"]}
     Ledger(old).close()
     Ledger(tmp_path / "new.sqlite3").close()
-    assert schema_of(tmp_path / "new.sqlite3") == schema_of(old)
-    assert schema_of(old)["application_id"] == 0x41434344 and schema_of(old)["user_version"] == 1
+    after = schema_of(old)
+    assert after == schema_of(tmp_path / "new.sqlite3"), "format 1 plus step 2 is exactly the format a new file gets"
+    assert after["application_id"] == 0x41434344 and after["user_version"] == 2
+    assert set(after["objects"]) - set(before["objects"]) == {
+        ("table", "claims", "claims", STEPS[1].sqlite[0].replace(" IF NOT EXISTS", "")),  # as SQLite keeps it
+        ("index", "sqlite_autoindex_claims_1", "claims", None),
+    }, "the upgrade only adds"
 
 
 _VOLATILE = {"created", "started", "seconds", "decided", "environment"}
