@@ -128,6 +128,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 # -- PostgreSQL, for the ledger ----------------------------------------------------------------
 
+import dataclasses  # noqa: E402 - this part's own import, apart from the block above
+
 PG_SYSTEM_USER = "embedded_postgres"  # the user that runs the server when we are root (initdb refuses root)
 
 
@@ -145,18 +147,18 @@ def postgres_bin() -> Path | None:
     return Path(found).parent if found else None
 
 
-@dataclass
+@dataclasses.dataclass
 class PostgresServer:
     """A throwaway PostgreSQL cluster on 127.0.0.1 (see :func:`postgres`): a password role, restartable."""
 
     port: int
     user: str  # a superuser with a password: DSNs of this server carry it, so redaction is really tested
-    password: str
-    folder: Path
-    bin: Path
-    runner: str | None  # the system user running the binaries (when we are root), else None: ourselves
-    options: tuple[str, ...]
-    _databases: int = 0
+    password: str = dataclasses.field(repr=False)
+    folder: Path = dataclasses.field(repr=False)
+    bin: Path = dataclasses.field(repr=False)
+    runner: str | None = dataclasses.field(repr=False)  # the system user running the binaries (when we are root), else None: ourselves
+    options: tuple[str, ...] = dataclasses.field(repr=False)
+    _databases: int = dataclasses.field(default=0, repr=False)
 
     @property
     def data(self) -> Path:
@@ -185,7 +187,7 @@ class PostgresServer:
         import psycopg
 
         with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
-            cursor = conn.execute(sql, params or None)  # type: ignore[arg-type]  # tests pass their own SQL text; None: no placeholders
+            cursor = conn.execute(sql, params or None)  # None: no placeholders, so a % in the SQL is a %
             return cursor.fetchall() if cursor.description else []
 
     def start(self, timeout: float = 60.0) -> None:

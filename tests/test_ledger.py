@@ -80,7 +80,7 @@ def raw(ledger: Ledger, sql: str) -> list[tuple[Any, ...]]:
 
     assert isinstance(ledger._store, PostgresStore)
     with psycopg.connect(ledger._store._dsn, autocommit=True, options="-c search_path=accord") as pg:
-        cursor = pg.execute(sql)  # type: ignore[call-overload]  # the tests' own SQL text
+        cursor = pg.execute(sql)
         return cursor.fetchall() if cursor.description else []
 
 

@@ -35,7 +35,7 @@ from .._result import Ballot, Result
 from . import _codec
 from ._keys import Keys, key_prefix
 from ._migrations import Copied, copy
-from ._store import exists, is_dsn, open_store
+from ._store import exists, is_dsn, open_store, shown
 
 if TYPE_CHECKING:
     from ._batch import Batch
@@ -208,7 +208,7 @@ def migrate(source: str | os.PathLike[str], target: str, *, timeout: float = 5.0
     if not is_dsn(target):
         raise ConfigError("migrate(...) copies into a PostgreSQL ledger: the target must be a postgresql:// DSN")
     if not exists(source, timeout=timeout):
-        raise LedgerError(f"no ledger at {_shown(source)}")
+        raise LedgerError(f"no ledger at {shown(source)}")
     from ._postgres import PostgresStore
 
     origin, destination = open_store(source, timeout=timeout), open_store(target, timeout=timeout)
@@ -244,15 +244,6 @@ def _with_meta(result: Result[T], **extra: Any) -> Result[T]:
     if result.error is not None:
         result.error.result = new  # the raised error carries the Result the caller would see
     return new
-
-
-def _shown(path: str | os.PathLike[str]) -> str:
-    """A path or DSN as messages show it: a DSN without its password."""
-    if is_dsn(path):
-        from ._postgres import redact
-
-        return redact(str(path))
-    return str(path)
 
 
 def _brief(exc: BaseException) -> str:

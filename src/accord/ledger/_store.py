@@ -232,6 +232,16 @@ def exists(path: str | os.PathLike[str], *, timeout: float = 5.0) -> bool:
     return Path(path).is_file()
 
 
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path or DSN as messages show it: a DSN without its password (nor any option)."""
+    if is_dsn(path):
+        need_psycopg()
+        from ._postgres import redact
+
+        return redact(str(path))
+    return str(path)
+
+
 def need_psycopg() -> None:
     """LedgerError saying how to install psycopg 3 when it is missing (it is imported only for a DSN)."""
     if importlib.util.find_spec("psycopg") is None:
