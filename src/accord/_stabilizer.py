@@ -199,9 +199,9 @@ class Stabilizer(Generic[T]):
             bar.advance()
             return result
 
-        async def decide_one(prompt: Prompt) -> Result[T]:
+        async def decide_one(prompt: Prompt, recalled: bool = False) -> Result[T]:
             try:
-                result = self._recall(prompt, refresh)
+                result = None if recalled else self._recall(prompt, refresh)
                 if result is None:
                     pending = self._begin(prompt)
                     result = await adrive(self._flow(prompt, pending), self.model, limit)

@@ -11,7 +11,13 @@ share it. It is closed before a fork (a libpq connection must not cross one) and
 first use. A connection the server dropped (a restart) is noticed before it is used and
 replaced; an operation that loses its connection midway raises LedgerError (a read is tried once
 more on a new connection; a write is not, since it may have committed). A write waits up to
-``timeout`` for another writer's row lock (``lock_timeout``). Every psycopg error leaves as a
+``timeout`` for another writer's row lock (``lock_timeout``).
+
+Durability: a finished run (``store_run``) commits as durably as the server commits anything
+(its ``synchronous_commit``); what is only worth something while a run is in flight (the opened
+run, each ballot as it is made, claims and their leases) commits with ``synchronous_commit=off``:
+a crash of the server may lose the last of those (never corrupts), and the run's end stores every
+ballot again. SQLite's store makes the same trade (``synchronous=NORMAL``). Every psycopg error leaves as a
 :class:`~accord.LedgerError`, and no message holds the password: ``where`` is the DSN without
 it, and the text of every error is scrubbed of it.
 """
@@ -19,6 +25,7 @@ it, and the text of every error is scrubbed of it.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import select
@@ -56,7 +63,29 @@ _ANSWER = (
     f"SELECT a.run, a.decided, r.key, r.created, r.value, r.result, {_BALLOTS}, {_NOW} - a.decided "
     "FROM accord.answers a JOIN accord.runs r ON r.id = a.run WHERE a.key = %s"
 )
-_CURRENT = f"SELECT run, {_NOW} - decided FROM accord.answers WHERE key = %s FOR UPDATE"
+_LOOK = (
+    f"SELECT a.run, a.decided, r.key, r.created, r.value, r.result, {_BALLOTS}, {_NOW} - a.decided, "
+    f"c.owner, c.expires > {_NOW}, c.run FROM (SELECT %s::text COLLATE \"C\" AS key) q "
+    "LEFT JOIN accord.answers a ON a.key = q.key LEFT JOIN accord.runs r ON r.id = a.run LEFT JOIN accord.claims c ON c.key = q.key"
+)  # a key's answer (as _ANSWER) and its claim, in one read
+_CURRENT = f"SELECT run, {_NOW} - decided FROM accord.answers WHERE key = %s"  # under the key's advisory lock
+_RUN_FIELDS = _RUN_COLUMNS.split(", ")
+_BALLOTS_OF = "json_array_elements(%(ballots)s::json) WITH ORDINALITY AS t(b, n)"  # the [status, body] pairs, in order
+_REOPEN = (
+    f"WITH r AS (UPDATE accord.runs SET ({_RUN_COLUMNS}) = ({', '.join(f'%({name})s' for name in _RUN_FIELDS)}) "
+    "WHERE id = %(opened)s AND key = %(key)s RETURNING id), "
+    f"b AS (INSERT INTO accord.ballots (run, seq, status, body) SELECT r.id, t.n - 1, t.b ->> 0, t.b ->> 1 FROM r, {_BALLOTS_OF} "
+    "ON CONFLICT (run, seq) DO UPDATE SET status = excluded.status, body = excluded.body), "
+    "d AS (DELETE FROM accord.ballots WHERE run IN (SELECT id FROM r) AND seq >= json_array_length(%(ballots)s::json)) "
+    "SELECT id FROM r"
+)  # the run open_run made, completed, with its ballots as they ended (those stored as they came are replaced)
+_NEW_RUN = (
+    f"WITH {_ENTRY}, r AS (INSERT INTO accord.runs (key, created, {_RUN_COLUMNS}) "
+    f"VALUES (%(key)s, {_NOW}, {', '.join(f'%({name})s' for name in _RUN_FIELDS)}) RETURNING id), "
+    f"b AS (INSERT INTO accord.ballots (run, seq, status, body) SELECT r.id, t.n - 1, t.b ->> 0, t.b ->> 1 FROM r, {_BALLOTS_OF}) "
+    "SELECT id FROM r"
+)  # the key, its context, the run and its ballots: one statement
+_HOLDER = f"SELECT owner, expires > {_NOW}, run FROM accord.claims WHERE key = %s"
 _CLAIM = (
     f"INSERT INTO accord.claims AS c (key, owner, expires, run) VALUES (%s, %s, {_NOW} + %s, NULL) "
     "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires, run = NULL "
@@ -81,6 +110,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         self._pid = 0
+        self._durable = "on"  # the server's synchronous_commit, for the commits that must last
         _OPEN.add(self)
         with self._lock:
             self._connection()
@@ -116,48 +146,40 @@ class PostgresStore:
     def _store_run(
         self, c: psycopg.Connection[Any], entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
     ) -> tuple[int, int | None]:
-        key = entry.key
+        """One transaction in two round trips: the run with its ballots and the key's answer as it
+        stands; then the answer's change and COMMIT. The key's advisory lock keeps every other
+        writer of its answer out in between."""
+        key, accepted = entry.key, run.outcome == "accepted"
         values = (run.outcome, run.stopped_because, run.error, run.calls, refresh, run.value, run.result)
-        run_id: int | None = None
-        if opened is not None:
-            run_id = _first(c.execute(
-                f"UPDATE accord.runs SET ({_RUN_COLUMNS}) = (%s, %s, %s, %s, %s, %s, %s) WHERE id = %s AND key = %s RETURNING id",
-                (*values, opened, key),
-            ))  # fmt: skip
-            if run_id is not None:
-                c.execute("DELETE FROM accord.ballots WHERE run = %s", (run_id,))
-        if run_id is None:
-            params = {**entry._asdict(), **dict(zip(_RUN_COLUMNS.split(", "), values, strict=True))}
-            marks = ", ".join(f"%({name})s" for name in _RUN_COLUMNS.split(", "))
-            run_id = _one(c.execute(
-                f"WITH {_ENTRY} INSERT INTO accord.runs (key, created, {_RUN_COLUMNS}) VALUES (%(key)s, {_NOW}, {marks}) RETURNING id",
-                params,
-            ))  # fmt: skip
-        if run.ballots:
-            c.execute(
-                "INSERT INTO accord.ballots (run, seq, status, body) "
-                "SELECT %s, t.n - 1, t.status, t.body FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(status, body, n)",
-                (run_id, [status for status, _ in run.ballots], [body for _, body in run.ballots]),
-            )
-        if run.outcome != "accepted":
+        params = {**entry._asdict(), **dict(zip(_RUN_FIELDS, values, strict=True)), "opened": opened,
+                  "ballots": json.dumps(run.ballots, ensure_ascii=False)}  # fmt: skip
+        first: list[tuple[str, Any]] = [
+            ("BEGIN", None),
+            ("SELECT set_config('synchronous_commit', %s, true), pg_advisory_xact_lock(hashtextextended(%s, 0))",
+             (self._durable, key)),  # a finished run lasts; no other writer of this key's answer until COMMIT
+            (_REOPEN if opened is not None else _NEW_RUN, params),
+            *([(_CURRENT, (key,))] if accepted else [("COMMIT", None)]),
+        ]  # fmt: skip
+        cursors = _send(c, first)
+        run_id = _first(cursors[2])
+        if run_id is None:  # ``opened`` is not a run of this key: nothing was written, store a new run
+            if not accepted:
+                return self._store_run(c, entry, run, refresh=refresh, ttl=ttl, opened=None)
+            run_id = _one(_send(c, [(_NEW_RUN, {**params, "opened": None})])[0])
+        if not accepted:
             return run_id, None
-        current = c.execute(_CURRENT, (key,)).fetchone()
+        current = cursors[-1].fetchone()
+        winner, second = None, list[tuple[str, Any]]()
         if current is None:
-            made = c.execute(
-                f"INSERT INTO accord.answers (key, run, decided) VALUES (%s, %s, {_NOW}) ON CONFLICT DO NOTHING RETURNING run",
-                (key, run_id),
-            ).fetchone()
-            if made is not None:
-                return run_id, None
-            current = c.execute(_CURRENT, (key,)).fetchone()  # another writer made it meanwhile: it is committed now
-            assert current is not None, "an answer is never deleted by the ledger"
-        winner, age = current
-        if not refresh and not (ttl is not None and age > ttl):
-            c.execute("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (winner, run_id))  # first writer won
-            return run_id, int(winner)
-        c.execute(f"UPDATE accord.answers SET run = %s, decided = {_NOW} WHERE key = %s", (run_id, key))
-        c.execute("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (run_id, winner))
-        return run_id, None
+            second = [(f"INSERT INTO accord.answers (key, run, decided) VALUES (%s, %s, {_NOW})", (key, run_id))]
+        elif not refresh and not (ttl is not None and current[1] > ttl):
+            winner = int(current[0])  # the first writer won
+            second = [("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (winner, run_id))]
+        else:
+            second = [(f"UPDATE accord.answers SET run = %s, decided = {_NOW} WHERE key = %s", (run_id, key)),
+                      ("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (run_id, current[0]))]  # fmt: skip
+        _send(c, [*second, ("COMMIT", None)])
+        return run_id, winner
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -172,21 +194,31 @@ class PostgresStore:
             raise LedgerError(f"the ledger at {self.where} lost run {run}")
         return _answer(row)
 
+    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        row = self._read(lambda c: c.execute(_LOOK, (key,)).fetchone())
+        assert row is not None, "one row, whatever the key"
+        return (None if row[0] is None else _answer(row)), (None if row[8] is None else Holder(*row[8:11]))
+
     # -- claims ------------------------------------------------------------------------------
 
     def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
         def work(c: psycopg.Connection[Any]) -> Claim:
-            if c.execute(_CLAIM, (entry.key, owner, lease)).fetchone() is None:
-                held = c.execute(f"SELECT owner, expires > {_NOW}, run FROM accord.claims WHERE key = %s", (entry.key,)).fetchone()
-                return Claim("taken", holder=Holder(*held) if held is not None else None)
-            if not refresh:  # read after the claim is ours: a worker that decided it and let go is seen
-                row = c.execute(_ANSWER, (entry.key,)).fetchone()
-                if row is not None and not (ttl is not None and row[7] > ttl):
-                    c.execute("UPDATE accord.claims SET expires = 0, run = %s WHERE key = %s", (row[0], entry.key))
-                    return Claim("answered", _answer(row))
+            key = entry.key
+            got, held, *answer = _send(c, [
+                (_CLAIM, (key, owner, lease)),  # one statement, atomic by itself: the claim is ours once it commits
+                (_HOLDER, (key,)),
+                *([] if refresh else [(_ANSWER, (key,))]),  # read after the claim: a worker that decided it and let go is seen
+            ])  # fmt: skip
+            if got.fetchone() is None:
+                holder = held.fetchone()
+                return Claim("taken", holder=Holder(*holder) if holder is not None else None)
+            row = answer[0].fetchone() if answer else None
+            if row is not None and not (ttl is not None and row[7] > ttl):
+                c.execute("UPDATE accord.claims SET expires = 0, run = %s WHERE key = %s AND owner = %s", (row[0], key, owner))
+                return Claim("answered", _answer(row))
             return Claim("mine")
 
-        return self._write(work)
+        return self._write(work, atomic=False)
 
     def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
         sql = f"UPDATE accord.claims SET expires = {_NOW} + %s WHERE owner = %s AND key = ANY(%s)"
@@ -261,7 +293,7 @@ class PostgresStore:
             )  # new runs get ids above the copied ones
             return counts
 
-        return self._write(work)
+        return self._write(work, durable=True)  # fmt: skip
 
     def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return self._read(lambda c: c.execute(sql, params).fetchall())
@@ -291,8 +323,12 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise self._error(exc, connecting=True) from None  # libpq's text, scrubbed; its exception never shown
         try:
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{max(1, round(self.timeout * 1000))}ms",))
+            self._durable = str(_one(conn.execute(
+                "SELECT current_setting('synchronous_commit'), set_config('lock_timeout', %s, false)",
+                (f"{max(1, round(self.timeout * 1000))}ms",),
+            )))  # fmt: skip
             self._adopt(conn)
+            conn.execute("SELECT set_config('synchronous_commit', 'off', false)")  # the commits of runs in flight
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -360,8 +396,9 @@ class PostgresStore:
                     raise self._error(exc, lost=lost) from exc
             raise AssertionError("unreachable")
 
-    def _write(self, work: Callable[[psycopg.Connection[Any]], T], *, atomic: bool = True) -> T:
-        """``work`` in one transaction (``atomic``; else a single statement, atomic by itself).
+    def _write(self, work: Callable[[psycopg.Connection[Any]], T], *, atomic: bool = True, durable: bool = False) -> T:
+        """``work`` in one transaction (``atomic``; else a single statement, atomic by itself);
+        ``durable``: committed with the server's own ``synchronous_commit`` (see the module's docstring).
 
         A transaction that lost a deadlock or a serialization check rolled back: it runs again.
         One that lost its connection is not run again: it may have committed.
@@ -373,9 +410,15 @@ class PostgresStore:
                     if not atomic:
                         return work(conn)
                     with conn.transaction():
+                        if durable:
+                            conn.execute("SELECT set_config('synchronous_commit', %s, true)", (self._durable,))
                         return work(conn)
-                except psycopg.Error as exc:
+                except BaseException as exc:
                     lost = conn.closed or conn.broken
+                    if not lost:
+                        _abandon(conn)  # a transaction that ``work`` began itself and could not end
+                    if not isinstance(exc, psycopg.Error):
+                        raise
                     if lost:
                         self._drop()
                     elif exc.sqlstate in ("40001", "40P01") and attempt < _RETRIES:
@@ -437,6 +480,25 @@ def secrets_of(dsn: str) -> list[str]:
         raw = urlsplit(dsn).password or ""
         found |= {raw, unquote(raw)}
     return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def _send(c: psycopg.Connection[Any], statements: Sequence[tuple[str, Any]]) -> list[psycopg.Cursor[Any]]:
+    """The statements in one round trip (libpq's pipeline mode); their cursors, results fetched.
+
+    On the first error the rest are skipped, so a transaction begun here stays open, aborted:
+    :func:`_abandon` ends it.
+    """
+    with c.pipeline() as pipeline:
+        cursors = [c.execute(sql, params) for sql, params in statements]
+        pipeline.sync()
+    return cursors
+
+
+def _abandon(c: psycopg.Connection[Any]) -> None:
+    """Roll back a transaction left open on ``c`` (by an error between BEGIN and COMMIT)."""
+    if c.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
+        with contextlib.suppress(psycopg.Error):
+            c.execute("ROLLBACK")
 
 
 def _dropped(conn: psycopg.Connection[Any]) -> bool:

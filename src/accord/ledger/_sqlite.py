@@ -142,6 +142,15 @@ class SQLiteStore:
     def replay(self, run: int) -> Answer:
         return self._read(lambda c: self._answer(c, run, None))
 
+    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        def fetch(c: sqlite3.Connection) -> tuple[Answer | None, Holder | None]:
+            current = c.execute("SELECT run, decided FROM answers WHERE key = ?", (key,)).fetchone()
+            held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (key,)).fetchone()
+            answer = None if current is None else self._answer(c, current[0], current[1])
+            return answer, None if held is None else Holder(held[0], held[1] > time.time(), held[2])
+
+        return self._read(fetch)
+
     def _answer(self, c: sqlite3.Connection, run: int, decided: float | None) -> Answer:
         row = c.execute(_RUN, (run,)).fetchone()
         if row is None:

@@ -156,6 +156,10 @@ class Store(Protocol):
         """Run ``run`` (as an answer decided when it was created); LedgerError when it is gone."""
         ...
 
+    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        """The key's current answer and its claim, in one read: what a worker looks at before claiming it."""
+        ...
+
     def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
         """Claim the key for ``owner`` for ``lease`` seconds, in one transaction.
 
