@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -573,3 +574,48 @@ def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path: Path) -> None
         holder.execute("ROLLBACK")
         holder.close()
     Ledger(path).close()
+
+
+# -- operations: the retention SQL of docs/ledger.md, as written there ------------------------------
+
+
+def docs_sql(marker: str) -> str:
+    """The SQL block of docs/ledger.md that holds ``marker``."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ledger.md").read_text(encoding="utf-8")
+    found: list[str] = [block for block in re.findall(r"```sql\n(.*?)```", text, flags=re.S) if marker in block]
+    assert len(found) == 1, f"docs/ledger.md has {len(found)} SQL blocks with {marker!r}"
+    return found[0]
+
+
+def test_the_retention_sql_of_the_docs_forgets_old_history_and_keeps_every_current_answer(ledger: Ledger) -> None:
+    model = Counter("positive")
+    s = stab(model, ledger=ledger)
+    s.run("kept")
+    s.run("refreshed")
+    model.answer = "negative"
+    s.run("refreshed", refresh=True)  # the first run of "refreshed" is now history
+    with pytest.raises(accord.InvalidOutput):
+        stab(Counter("?"), int, ledger, vote=Vote(k=1), retry=Retry(attempts=1)).run("failed")
+    time.sleep(0.05)
+    cutoff = time.time()
+    time.sleep(0.05)
+    s.run("after the cutoff")
+    before = {run["run"]: run for run in ledger.export()}
+    script = docs_sql("-- retention").replace(":cutoff", repr(cutoff))
+    if ledger.path is not None:
+        conn = sqlite3.connect(ledger.path, isolation_level=None)
+        conn.executescript(script.replace("accord.", ""))
+        conn.close()
+    else:
+        import psycopg
+
+        assert isinstance(ledger._store, PostgresStore)
+        with psycopg.connect(ledger._store._dsn, autocommit=True) as pg:
+            pg.execute(script)  # several statements, no parameters: one simple query
+    after = {run["run"]: run for run in ledger.export()}
+    assert sorted(r["request"] for r in after.values()) == ["after the cutoff", "kept", "refreshed"]
+    assert all(r["current"] and r["ballots"] == before[i]["ballots"] and r["superseded_by"] is None for i, r in after.items())
+    assert ledger.show(ledger.key(s, "refreshed"))["runs"][0]["value"] == "negative"
+    silent = stab(Counter("other"), ledger=ledger)
+    assert [silent.run(p).value for p in ("kept", "refreshed", "after the cutoff")] == ["positive", "negative", "negative"]
+    assert ledger.runs(key=ledger.key(s, "failed")) == [] and len(ledger.runs(limit=None)) == 3

@@ -318,3 +318,18 @@ def test_a_ledger_on_a_server_restarted_between_calls_reconnects_without_an_erro
     assert "ledger_error" not in after.meta and after.meta["ledger"]["run"] == 2
     assert stab(ledger).run("before").replayed
     ledger.close()
+
+
+def test_a_role_with_the_grants_of_the_docs_decides_stores_and_claims(server: Any, dsn: str, role: tuple[str, str]) -> None:
+    from test_ledger import docs_sql
+
+    Ledger(dsn).close()  # the owner made the schema
+    name, password = role
+    grants = "\n".join(line for line in docs_sql("GRANT USAGE ON ALL SEQUENCES").splitlines() if not line.startswith("--"))
+    for statement in filter(str.strip, grants.split(";")):
+        server.execute(statement.replace("worker", name), dbname(dsn))
+    with Ledger(server.dsn(dbname(dsn), user=name, password=password)) as worker:
+        results = stab(worker).map(["a", "b", "a"], progress=False)
+        assert [r.replayed for r in results] == [False, False, True]
+        assert all("ledger_error" not in r.meta for r in results)
+        assert stab(worker, "other").run("a").replayed
