@@ -18,6 +18,7 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
+from ._extract import Extract
 from ._gate import MarginGate
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._perturb import Perturb, Perturbation
@@ -50,6 +51,7 @@ __all__ = [
     "Candidate",
     "Completion",
     "ConfigError",
+    "Extract",
     "Feedback",
     "Grammar",
     "InvalidOutput",

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 from ._errors import AccordError, ConfigError
+from ._extract import Extract
 from ._gate import MarginGate
 from ._perturb import Perturb
 from ._result import Ballot, Result
@@ -49,6 +50,7 @@ class Options(TypedDict, total=False):
     on_no_consensus: str
     on_ballot: Callable[[Ballot], Any] | None
     perturb: Any
+    extract: Extract | None
     ledger: Any
 
 
@@ -63,7 +65,8 @@ class Stabilizer(Generic[T]):
     backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
-    can apply them; ``accord.Perturb(())`` for none).
+    can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
+    (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
     """
 
     @overload
@@ -89,6 +92,7 @@ class Stabilizer(Generic[T]):
         on_ballot: Callable[[Ballot], Any] | None = None,
         perturb: Any = None,
         ledger: Any = None,
+        extract: Extract | None = None,
     ) -> None:
         self.model: Backend
         if isinstance(model, Backend) or hasattr(model, "generate"):
@@ -98,7 +102,7 @@ class Stabilizer(Generic[T]):
         else:
             raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
         self.schema: Schema[T] = Schema.of(schema)
-        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget)):
+        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("extract", extract, Extract)):
             if value is not None and not isinstance(value, kind):
                 raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
         if on_no_consensus not in ("raise", "plurality"):
@@ -116,6 +120,7 @@ class Stabilizer(Generic[T]):
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
+            extract=extract or Extract(),
         )
         for fn in self.policy.normalizers:
             if not callable(fn):

@@ -73,7 +73,9 @@ _BALLOT_FIELDS = frozenset(f.name for f in dataclasses.fields(Ballot)) - {"usage
 def decode_ballot(d: dict[str, Any], schema: Schema[Any]) -> Ballot:
     """A stored ballot: its value validated again when it was valid."""
     value = schema.validate(d["data"]) if d["status"] == "valid" else None
-    return Ballot(value=value, usage=decode_usage(d.get("usage") or {}), **{k: v for k, v in d.items() if k in _BALLOT_FIELDS})
+    fields = {k: v for k, v in d.items() if k in _BALLOT_FIELDS}
+    fields["coercions"] = tuple(dict(c) for c in d.get("coercions") or ())  # JSON lists back to the tuple a Ballot holds
+    return Ballot(value=value, usage=decode_usage(d.get("usage") or {}), **fields)
 
 
 def decode_usage(d: dict[str, Any]) -> Usage:

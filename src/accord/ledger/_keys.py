@@ -88,18 +88,25 @@ def describe_schema(schema: Schema[Any]) -> dict[str, Any]:
 # Everything else is in the key, new fields included: a miss is better than a stale hit.
 _POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality"})
 _RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
+# Policy fields added after the first key format: in the key only when set away from their
+# default, so the answers a ledger holds from before they existed still replay (the default is
+# what those runs did: the lenient reader reads every valid JSON value unchanged).
+_NEW_SINCE_V1 = frozenset({"extract"})
 
 
 def describe_policy(policy: Any) -> dict[str, Any]:
     """The policy part of the key: vote, retry attempts, settings, normalizers, schema hint, perturbation.
 
     Callables go by qualified name. Left out: the budget, transport retries and their waits,
-    ``on_ballot`` and ``on_no_consensus``.
+    ``on_ballot`` and ``on_no_consensus``, and fields newer than the first key format while they
+    hold their default (``extract``).
     """
     out: dict[str, Any] = {}
     for f in dataclasses.fields(policy):
         value = getattr(policy, f.name)
         if f.name in _POLICY_NOT_IN_KEY:
+            continue
+        if f.name in _NEW_SINCE_V1 and f.default_factory is not dataclasses.MISSING and value == f.default_factory():
             continue
         if f.name == "retry":
             kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]

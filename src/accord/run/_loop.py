@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._errors import AccordError, BackendError
-from .._extract import shape_of
+from .._extract import Extract, shape_of
 from .._gate import MarginGate
 from .._predict import Floors
 from .._prompt import build_input
@@ -108,6 +108,7 @@ class Policy:
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
+    extract: Extract = field(default_factory=Extract)
 
 
 @dataclass
@@ -275,8 +276,8 @@ class _Run:
 
     def read(self, completion: Completion) -> Reading | Misreading:
         """The one place a model's text is read into a value (or why not)."""
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
-        if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
+        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             return Misreading("truncated", TRUNCATED)
         return reading
@@ -299,12 +300,14 @@ class _Run:
             loop = completion.finish_reason == "length" and looping(completion.text or "")
             if loop:
                 error["loop"] = True  # cut off inside a repeated stretch: not grown
+            coercions: tuple[dict[str, str], ...] = ()
             status, value, data, key = "invalid", None, None, None
         else:
             status, value, data, key = "valid", reading.value, reading.data, reading.key
+            coercions = reading.coercions
         ballot = Ballot(
             slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
-            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
         )
         self.record(ballot)
         if isinstance(reading, Misreading):
