@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -175,7 +176,8 @@ class Stabilizer(Generic[T]):
         """Decide many prompts with at most ``concurrency`` model calls in flight; input order kept.
 
         A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
-        False) instead of raising.
+        False) instead of raising. With a ledger, each prompt is claimed before it is decided, so
+        workers running the same batch at once decide each prompt once and all return every Result.
         """
         return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
 
@@ -189,14 +191,20 @@ class Stabilizer(Generic[T]):
         limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
         turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
         bar = _Progress(len(items), progress)
+        batch = self._batch(refresh)  # the ledger's claims: a prompt another worker decides is waited for
 
         async def one(prompt: Prompt) -> Result[T]:
-            async with turns:
-                return await decide_one(prompt)
+            if batch is not None:
+                result: Result[T] = await batch.decide(prompt, turns, decide_one)
+            else:
+                async with turns:
+                    result = await decide_one(prompt)
+            bar.advance()
+            return result
 
-        async def decide_one(prompt: Prompt) -> Result[T]:
+        async def decide_one(prompt: Prompt, recalled: bool = False) -> Result[T]:
             try:
-                result = self._recall(prompt, refresh)
+                result = None if recalled else self._recall(prompt, refresh)
                 if result is None:
                     pending = self._begin(prompt)
                     result = await adrive(self._flow(prompt, pending), self.model, limit)
@@ -204,11 +212,14 @@ class Stabilizer(Generic[T]):
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)
-            bar.advance()
             return result
 
-        with bar:
+        with bar, batch if batch is not None else contextlib.nullcontext():
             return list(await asyncio.gather(*(one(p) for p in items)))
+
+    def _batch(self, refresh: bool) -> Any:
+        batch = getattr(self.ledger, "batch", None)
+        return batch(self, refresh=refresh) if batch is not None else None
 
 
 def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]) -> Callable[[Ballot], Any]:
