@@ -13,31 +13,19 @@ from accord import Budget, Stabilizer, Vote, models
 from reviews import GOOD, Review
 
 
-def test_hanging_function_is_cut_by_the_budget() -> None:
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_a_hanging_function_is_cut_by_the_budget(driver: str) -> None:
+    """A sync function that never returns, under run and under arun alike."""
     release = threading.Event()
 
     def hang(prompt: str) -> str:
         release.wait(30)
         return GOOD
 
+    stabilizer = Stabilizer(models.function(hang), schema=Review, budget=Budget(max_seconds=0.3))
     start = time.perf_counter()
     with pytest.raises(accord.BudgetExceeded) as info:
-        Stabilizer(models.function(hang), schema=Review, budget=Budget(max_seconds=0.3)).run("q")
-    assert time.perf_counter() - start < 2
-    assert {b.status for b in info.value.result.ballots} == {"cancelled"}
-    release.set()
-
-
-def test_a_hanging_sync_function_is_cut_by_the_budget_under_arun_too() -> None:
-    release = threading.Event()
-
-    def hang(prompt: str) -> str:
-        release.wait(30)
-        return GOOD
-
-    start = time.perf_counter()
-    with pytest.raises(accord.BudgetExceeded) as info:
-        asyncio.run(Stabilizer(models.function(hang), schema=Review, budget=Budget(max_seconds=0.3)).arun("q"))
+        stabilizer.run("q") if driver == "run" else asyncio.run(stabilizer.arun("q"))
     assert time.perf_counter() - start < 2
     assert {b.status for b in info.value.result.ballots} == {"cancelled"}
     release.set()

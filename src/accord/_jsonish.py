@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_DEPTH = 128
+MAX_DIGITS = 4300  # Python's limit on int <-> str conversion
 
 Path = tuple[str | int, ...]
 
@@ -141,12 +142,7 @@ class _Reader:
             if char == "}":
                 return out, pos + 1, True
             if char == ",":
-                if not expect_comma:
-                    self.fix(path, "extra comma")
-                pos, expect_comma = pos + 1, False
-                after = self.skip(pos, path)
-                if after < self.n and self.text[after] == "}":
-                    self.fix(path, "trailing comma")
+                pos, expect_comma = self.comma(pos, path, expect_comma, "}"), False
                 continue
             if expect_comma:
                 self.fix(path, "missing comma")
@@ -175,6 +171,15 @@ class _Reader:
                 self.fix((*path, key), "duplicate key, last kept")
             out[key] = value
             expect_comma = True
+
+    def comma(self, pos: int, path: Path, expected: bool, close: str) -> int:
+        """Past the comma at ``pos``; one where no comma belongs, or just before ``close``, is noted."""
+        if not expected:
+            self.fix(path, "extra comma")
+        after = self.skip(pos + 1, path)
+        if after < self.n and self.text[after] == close:
+            self.fix(path, "trailing comma")
+        return pos + 1
 
     def key(self, pos: int, path: Path) -> tuple[str, int, bool]:
         char = self.text[pos]
@@ -210,12 +215,7 @@ class _Reader:
             if char == close:
                 return out, pos + 1, True
             if char == ",":
-                if not expect_comma:
-                    self.fix(path, "extra comma")
-                pos, expect_comma = pos + 1, False
-                after = self.skip(pos, path)
-                if after < self.n and self.text[after] == close:
-                    self.fix(path, "trailing comma")
+                pos, expect_comma = self.comma(pos, path, expect_comma, close), False
                 continue
             if char in "}])":
                 raise NotJson(f"unexpected {char!r} in a list")
@@ -286,6 +286,8 @@ class _Reader:
         if _WORD.match(self.text, end) and context != "top":
             return self.bare(match.start(), path, context)  # "34 years", "3rd": text, not a number
         token = match.group(0)
+        if len(token) > MAX_DIGITS:
+            raise NotJson(f"a number of {len(token):,} characters")  # int() refuses it: never a value
         if token.startswith("+"):
             self.fix(path, "leading '+'")
             token = token[1:]

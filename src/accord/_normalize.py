@@ -70,6 +70,8 @@ def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNorma
 
 def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
     """Follow local ``$ref``s (``#/...``) to the schema node they name; ``{}`` when unknown."""
+    if type(node) is dict and "$ref" not in node:
+        return node  # the common case, first: no reference to follow
     for _ in range(32):  # bounded: a cycle of bare $refs ends here
         if not isinstance(node, dict):
             return {}

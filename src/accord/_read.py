@@ -11,6 +11,7 @@ the schema echoed back is never a value.
 
 from __future__ import annotations
 
+import logging
 import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -18,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
-from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
+from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
-from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._deadline import Interrupt, TimeUp, settle, within
+from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
 from ._validate import ValidationFailure, validate
+
+log = logging.getLogger("accord")
 
 IMPLIED = "the bare answer as the only field"
 STRICT = Extract(strict=True)
@@ -78,12 +82,36 @@ def read(
     normalizers: Sequence[Callable[[str], str]] = (),
     float_digits: int = DEFAULT_FLOAT_DIGITS,
     policy: Extract = LENIENT,
+    *,
+    seconds: float | None = None,
 ) -> Reading | Misreading:
-    """Turn one model output into a Reading (valid) or a Misreading (why not).
+    """Turn one model output into a Reading (valid) or a Misreading (why not); never raises.
 
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
-    floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
+    floats keep in the vote key; ``policy`` whether repairs are allowed and how long reading may
+    take (:class:`~accord.Extract`); ``seconds`` what the run's budget has left. The one place the
+    work of reading is bounded (``_deadline``): past the time, the output is a Misreading of type
+    "timeout". An exception from a schema's own code (a validator that raises TypeError) is a
+    Misreading too, logged in one line (its traceback at debug level).
     """
+    limit = policy.max_seconds if seconds is None else seconds if policy.max_seconds is None else min(seconds, policy.max_seconds)
+    try:
+        return within(limit, _read, text, schema, normalizers, float_digits, policy)
+    except TimeUp as exc:
+        return Misreading("extract", ({"loc": (), "msg": str(exc), "type": "timeout"},))
+    except Interrupt:  # the deadline's interrupt landed in the instant the reading ended: the same
+        settle()
+        return Misreading("extract", ({"loc": (), "msg": "reading the output ran out of time", "type": "timeout"},))
+    except RecursionError:
+        return Misreading("extract", ({"loc": (), "msg": "output nested too deeply to read", "type": "extract"},))
+    except Exception as exc:  # a schema's own code failed on this output: the output is invalid, the run goes on
+        log.warning("reading an output raised %s: %s (the output counts as invalid)", type(exc).__name__, exc)
+        log.debug("the traceback of that reading", exc_info=True)
+        return Misreading("validate", ({"loc": (), "msg": f"{type(exc).__name__}: {exc}"[:200], "type": "error"},))
+
+
+def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+          policy: Extract) -> Reading | Misreading:
     json_shape, root_types = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits)
@@ -174,7 +202,9 @@ def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
     try:
-        key = canonical_key(form)
+        key = canonical_key(form, strict=True)
+    except NotUnicode:  # "\ud800" is no text: it could be neither stored nor sent on
+        return Misreading("validate", ({"loc": (), "msg": "a lone surrogate: not valid Unicode text", "type": "unicode"},))
     except ValueError:  # NaN or infinity: JSON has no such number, so no vote key either
         return Misreading("validate", ({"loc": (), "msg": "not a finite number", "type": "finite_number"},))
     return Reading(value, dumped, form, key, coercions, open_ended)
@@ -190,14 +220,12 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
 
     A candidate that is JSON as written and valid as it is wins at once (the strict reading:
     clean JSON costs what it did before any repair existed)."""
-    best: tuple[int, Any, tuple[dict[str, str], ...], bool] | None = None
-    failure: Misreading | None = None
-    echo = False
+    tally = _Tally()
     lowered = text.lower()
     hinted = any(word in lowered for word in _ANY_HINT)
     deferred = []
     for candidate in _found(text, schema):
-        if best is not None and best[0] <= FLOORS[candidate.origin]:
+        if tally.best is not None and tally.best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
             # (the strict reading already found this very value invalid: not validated twice)
@@ -209,55 +237,63 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
         data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
         if not candidate.fixes and not coercions:  # invalid as written, and nothing to coerce
             if hinted and echoed(candidate.data, schema):
-                echo = True
-            elif isinstance(checked, Misreading) and (failure is None or len(checked.errors) < len(failure.errors)):
-                failure = checked
+                tally.echo = True
+            elif isinstance(checked, Misreading):
+                tally.fail(checked)
             continue
-        if candidate.fixes and not any(c.breaking for c in coercions) and (best is None or fixed < best[0]):
+        if candidate.fixes and not any(c.breaking for c in coercions) and (tally.best is None or fixed < tally.best[0]):
             # Nothing the coercer would change makes the data invalid as it stands, so the data as
             # read is tried first: a value valid as it is is never coerced (a key "start " stays).
             found = _try(candidate, candidate.data, [], fixed, schema=schema, normalizers=normalizers, hinted=hinted)
-            if isinstance(found, tuple):
-                best = found
+            if not isinstance(found, Misreading) or not coercions:
+                tally.take(found)
                 continue
-            if found == "echo":
-                echo = True
-                continue
-            if not coercions:
-                if isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
-                    failure = found
-                continue
-        cost = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes) + sum(c.cost for c in coercions)
-        if best is not None and cost >= best[0]:
+        cost = fixed + sum(c.cost for c in coercions)
+        if not tally.beaten_by(cost):
             continue  # cannot win: an earlier candidate is at least as good
         if misfits:
             # Validation may still accept it (a format or pattern the coercer does not model),
             # but a candidate that fits the schema's types is tried first.
             deferred.append((candidate, data, coercions, cost))
             continue
-        found = _try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted)
-        if isinstance(found, tuple):
-            best = found
-        elif found == "echo":
-            echo = True
-        elif isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
-            failure = found
-    if best is None:
+        tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
+    if tally.best is None:
         for candidate, data, coercions, cost in deferred:
-            if best is not None and cost >= best[0]:
-                continue
-            found = _try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted)
-            if isinstance(found, tuple):
-                best = found
-            elif found == "echo":
-                echo = True
-            elif isinstance(found, Misreading) and (failure is None or len(found.errors) < len(failure.errors)):
-                failure = found
-    if best is not None:
-        return _finish(best[1], schema, float_digits, best[2], open_ended=best[3])
-    if echo:
+            if tally.beaten_by(cost):
+                tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
+    if tally.best is not None:
+        return _finish(tally.best[1], schema, float_digits, tally.best[2], open_ended=tally.best[3])
+    if tally.echo:
         return _echo()
-    return failure
+    return tally.failure
+
+
+_Found = tuple[int, Any, tuple[dict[str, str], ...], bool]  # (cost, value, coercions, open-ended)
+
+
+class _Tally:
+    """The candidates tried so far: the best valid one, whether one was an echo, the most telling failure."""
+
+    def __init__(self) -> None:
+        self.best: _Found | None = None
+        self.echo = False
+        self.failure: Misreading | None = None
+
+    def beaten_by(self, cost: int) -> bool:
+        """Whether a candidate of this cost could beat the best so far."""
+        return self.best is None or cost < self.best[0]
+
+    def take(self, found: _Found | Misreading | str) -> None:
+        if isinstance(found, tuple):
+            self.best = found
+        elif found == "echo":
+            self.echo = True
+        elif isinstance(found, Misreading):
+            self.fail(found)
+
+    def fail(self, found: Misreading) -> None:
+        if self.failure is None or len(found.errors) < len(self.failure.errors):
+            self.failure = found
 
 
 def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
@@ -269,7 +305,7 @@ def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
 
 
 def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
-         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> tuple[int, Any, tuple[dict[str, str], ...], bool] | Misreading | str:
+         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> _Found | Misreading | str:
     """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
     if hinted and _may_echo(candidate.data) and echoed(candidate.data, schema):
@@ -317,6 +353,8 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
             match = pattern.fullmatch(where)
             if match:
                 token = match.group(match.lastindex or 0)
+                if len(token) > MAX_DIGITS:
+                    return None  # int() refuses it: no answer
                 value = float(token) if "." in token else int(token)
                 open_end = where is bare
                 break

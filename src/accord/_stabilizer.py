@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import sys
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
+from . import _check
 from . import _telemetry as telemetry
 from ._errors import AccordError, ConfigError
 from ._examples import check_system, render_examples
@@ -139,15 +142,16 @@ class Stabilizer(Generic[T]):
             raise ConfigError("Budget(max_cost=...) needs prices= (an accord.Prices; Prices({}) when the backend reports costs)")
         if on_no_consensus not in ("raise", "plurality"):
             raise ConfigError('on_no_consensus must be "raise" or "plurality"')
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        _check.boolean("", "schema_in_prompt", schema_in_prompt)
+        _check.function("", "on_ballot", on_ballot, optional=True)
+        _check.one_of("", "perturb", perturb, Perturb)
         self.policy = Policy(
             vote=vote or DEFAULT_VOTE,
             retry=retry or Retry(),
             budget=budget or Budget(),
-            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=tuple(stop) if stop else None),
+            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=_check.stop_strings(stop)),
             hint=schema_in_prompt,
-            normalizers=tuple(normalize),
+            normalizers=_check.normalizers(normalize),
             plurality=on_no_consensus == "plurality",
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
@@ -157,9 +161,6 @@ class Stabilizer(Generic[T]):
             examples=render_examples(self.schema, examples),
             prices=prices,
         )
-        for fn in self.policy.normalizers:
-            if not callable(fn):
-                raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
         self.hooks = hooks
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
@@ -297,30 +298,39 @@ class Stabilizer(Generic[T]):
         """Decide many prompts with at most ``concurrency`` model calls in flight; input order kept.
 
         A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
-        False) instead of raising.
+        False) instead of raising. With a ledger, each prompt is claimed before it is decided, so
+        workers running the same batch at once decide each prompt once and all return every Result.
         """
         return run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
 
     async def amap(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
     ) -> list[Result[T]]:
-        items = list(prompts)
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
+        items = _check.prompts(prompts)  # never one string: "abc" is not three prompts
+        _check.integer("", "concurrency", concurrency)
         for prompt in items:
             _check_prompt(prompt)
         limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
         turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
         bar = _Progress(len(items), progress)
+        batch = self._batch(refresh)  # the ledger's claims: a prompt another worker decides is waited for
 
         async def one(prompt: Prompt) -> Result[T]:
-            async with turns:
-                return await decide_one(prompt)
+            watch = self._watch(prompt)  # a prompt another worker decided is a run (a replay) too
+            if batch is not None:
+                result: Result[T] = await batch.decide(prompt, turns, functools.partial(decide_one, watch=watch))
+            else:
+                async with turns:
+                    result = await decide_one(prompt, watch=watch)
+            _ended(result, watch)
+            if watch is not None:
+                await watch.settle()
+            bar.advance()
+            return result
 
-        async def decide_one(prompt: Prompt) -> Result[T]:
-            watch = self._watch(prompt)
+        async def decide_one(prompt: Prompt, recalled: bool = False, *, watch: Watch | None = None) -> Result[T]:
             try:
-                result = self._recall(prompt, refresh)
+                result = None if recalled else self._recall(prompt, refresh)
                 if result is None:
                     pending = self._begin(prompt)
                     result = await adrive(self._flow(prompt, pending, watch), self.model, limit, watch)
@@ -328,14 +338,14 @@ class Stabilizer(Generic[T]):
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)
-            _ended(result, watch)
-            if watch is not None:
-                await watch.settle()
-            bar.advance()
             return result
 
-        with bar:
+        with bar, batch if batch is not None else contextlib.nullcontext():
             return list(await asyncio.gather(*(one(p) for p in items)))
+
+    def _batch(self, refresh: bool) -> Any:
+        batch = getattr(self.ledger, "batch", None)
+        return batch(self, refresh=refresh) if batch is not None else None
 
 
 def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]) -> Callable[[Ballot], Any]:
