@@ -194,7 +194,7 @@ TARr/TARa@N after Atil et al. 2024, "Non-Determinism of 'Deterministic' LLM Sett
 """
 
 
-def audit_command(prompts: str, model: str, model_name: str | None, schema: str | None, runs: int, out: str | None, quick: bool) -> dict[str, Any]:
+def audit_command(prompts: str, model: str, model_name: str | None, schema: str | None, runs: int, out: str | None, quick: bool, concurrency: int = 0) -> dict[str, Any]:
     """The whole ``accord audit`` run: load, both phases with progress bars, print, write."""
     from rich.console import Console
 
@@ -212,10 +212,12 @@ def audit_command(prompts: str, model: str, model_name: str | None, schema: str 
     settings = Settings(max_tokens=tokens)
     floors: dict[str, dict[str, float]] = {}
     if target.http is not None:
-        with progress(len(items), f"raw: {runs} concurrent requests") as tick:
-            raw = http_raw_phase(items, target.http, runs, settings, tick)
+        with progress(len(items), f"raw: {runs} requests, " + (f"alone and among {concurrency}" if concurrency else "concurrent")) as tick:
+            raw = http_raw_phase(items, target.http, runs, settings, tick, concurrency)
         with progress(len(items), "stabilized") as tick:
-            stable = http_stabilized_phase(items, target.http, runs, tokens, tick)
+            stable = http_stabilized_phase(items, target.http, runs, tokens, tick, concurrency)
+        noise = target.http.noise()
+        floors = {target.http.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
     else:
         conditions = list(target.conditions)
         with progress(len(items) * len(conditions), "raw: every condition") as tick:
