@@ -496,6 +496,9 @@ def main(argv: list[str] | None = None) -> int:
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):
         url, model = os.environ[REUSE_URL], os.environ.get(REUSE_MODEL)
+    if url is None and os.environ.get("ACCORD_SKIP_VLLM") == "1":  # as the vLLM tests are (tests/conftest.py)
+        print("vllm: skipped, ACCORD_SKIP_VLLM=1")
+        return 0
     begin = time.perf_counter()
     options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency, "out": args.json}
     if url is not None:
