@@ -15,6 +15,7 @@ Prints, per engine (llguidance, xgrammar, outlines_core):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 
 import accord
 from accord.backends.local._constrain import _CACHES, DEFAULT_ENGINES, Constrainer, Spec, strict
+from accord.backends.local._embedded import local
 from accord.backends.local._engines import CompileError
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "jsonschemabench"
@@ -64,7 +66,7 @@ def decode_times(model: Any, tokens: int, rounds: int, prompts: list[tuple[Any, 
     """Median seconds per decoding step, per engine and for no grammar, runs interleaved."""
     backends = {name: accord.models.transformers(model.model, model.tokenizer, engine=[name]) for name in DEFAULT_ENGINES}
     steps: dict[str, list[float]] = {"none": [], **{name: [] for name in DEFAULT_ENGINES}}
-    for name, backend in backends.items():  # warm-up: indexes, compiles, first-call costs
+    for backend in backends.values():  # warm-up: indexes, compiles, first-call costs
         for schema, prompt in prompts:
             backend.generate(_request(prompt, schema, 2))
     for _ in range(rounds):
@@ -102,7 +104,7 @@ def compile_times(tokenizer: Any, vocab: int) -> tuple[dict[str, tuple[float, fl
                 start = time.perf_counter()
                 constrainer.processor(schema)
                 cold = time.perf_counter() - start
-                warm = statistics.median(_timed(lambda: constrainer.processor(schema)) for _ in range(20))
+                warm = statistics.median(_timed(functools.partial(constrainer.processor, schema)) for _ in range(20))
                 table[name][label] = (cold, warm)
             except accord.UnsupportedSchema:
                 table[name][label] = "not supported"
@@ -149,7 +151,7 @@ def main() -> int:
     started = time.perf_counter()
     print(f"accord constrained-decoding benchmark{' (--quick: a slice, not the figures)' if args.quick else ''}")
     try:
-        model = accord.models.local()
+        model = local()  # accord.models.local(), typed as the TransformersBackend it is
     except accord.ModelNotInstalled as exc:
         print(f"skipped: {exc.message}")
         return 0

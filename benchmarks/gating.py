@@ -28,10 +28,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import tasks  # noqa: E402
-from generations import Cache, Deployment  # noqa: E402
-
-import accord  # noqa: E402
+import accord  # noqa: E402 - after the sys.path line above, like the next two
+import tasks  # noqa: E402 - beside this file, found through sys.path
+from generations import Cache, Deployment  # noqa: E402 - beside this file, found through sys.path
 
 POLICIES = {
     "k=5, gated": accord.Vote(k=5, gate=accord.MarginGate()),
@@ -47,7 +46,9 @@ def decide(model: Any, item: dict[str, Any], vote: accord.Vote) -> accord.Result
     try:
         return stab.run(item["prompt"])
     except accord.AccordError as error:
-        return error.result  # type: ignore[return-value]
+        if error.result is None:  # not an error of the run (a configuration error): nothing to count
+            raise
+        return error.result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         items = items[:: max(1, len(items) // limit)][:limit]  # spread over the kinds
     cache = Cache(args.cache)
     start = time.perf_counter()
-    keys: dict[tuple[str, str], list[str]] = {}
+    keys: dict[tuple[str, str], list[str | None]] = {}
     calls: dict[tuple[str, str], list[int]] = {}
     accepted: dict[tuple[str, str], list[bool]] = {}
     stops: dict[str, Counter[str]] = {dtype: Counter() for dtype in DEPLOYMENTS}
@@ -95,18 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     figures = {}
     for name in POLICIES:
         a, b = keys[(name, "float32")], keys[(name, "bfloat16")]
-        agreement = sum(x == y for x, y in zip(a, b)) / n
-        per_accepted = [_mean([c for c, ok in zip(calls[(name, d)], accepted[(name, d)]) if ok]) for d in DEPLOYMENTS]
+        agreement = sum(x == y for x, y in zip(a, b, strict=True)) / n
+        per_accepted = [_mean([c for c, ok in zip(calls[(name, d)], accepted[(name, d)], strict=True) if ok]) for d in DEPLOYMENTS]
         per_prompt = [sum(calls[(name, d)]) / n for d in DEPLOYMENTS]
         failed = [accepted[(name, d)].count(False) for d in DEPLOYMENTS]
         figures[name] = (per_accepted, agreement)
         print(f"| {name} | {per_accepted[0]:.2f} / {per_accepted[1]:.2f} | {per_prompt[0]:.2f} / {per_prompt[1]:.2f} | "
               f"{failed[0]} / {failed[1]} | {agreement:.0%} |")
-        for item, x, y in zip(items, a, b):
+        for item, x, y in zip(items, a, b, strict=True):
             if x != y:
                 print(f"    {name}: {item['id']} differs: float32 {x} / bfloat16 {y}")
     for dtype in DEPLOYMENTS:
-        same = sum(x == y for x, y in zip(keys[("k=5, gated", dtype)], keys[("k=5, ungated", dtype)]))
+        same = sum(x == y for x, y in zip(keys[("k=5, gated", dtype)], keys[("k=5, ungated", dtype)], strict=True))
         print(f"{dtype}: the gated answer is the ungated k=5 vote's on {same}/{n} prompts")
     gated, ungated = figures["k=5, gated"], figures["k=5, ungated"]
     print(f"\ntargets: gated calls per accepted answer <= 1.5: {'met' if max(gated[0]) <= 1.5 else 'NOT met'}; "

@@ -16,9 +16,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
 from pathlib import Path
+from typing import Any
 
 import accord
 from accord._types import Completion, Settings, Usage
@@ -115,13 +116,15 @@ class Deployment(Backend):
         return str(self.options.get("dtype", "float32"))
 
     def noise_floor(self) -> float | None:
-        return self._floor("noise_floor")
+        floor = self._floor("noise_floor")
+        return None if floor is None else float(floor)
 
     def noise_floors(self) -> dict[str, float]:
         return dict(self._floor("noise_floors") or {})
 
     def reference_floor(self) -> float | None:
-        return self._floor("reference_floor")
+        floor = self._floor("reference_floor")
+        return None if floor is None else float(floor)
 
     def noise(self) -> accord.models.Noise:
         return accord.models.Noise.measured(self.dtype, self.noise_floors(), self.reference_floor())
@@ -132,12 +135,14 @@ class Deployment(Backend):
         if floor is None:
             floor = {"floor": getattr(self.model, name)()}
             self.cache.put(key, floor)
-        return floor["floor"]  # type: ignore[no-any-return]
+        return floor["floor"]
 
     def generate(self, request: accord.Request) -> Completion:
-        perturbation = request.perturbation.describe() if request.perturbation is not None else None
-        if request.perturbation is not None and request.perturbation.reference != "float32":
-            perturbation += f" around {request.perturbation.reference or 'the deployed dtype'}"
+        perturbation = None
+        if request.perturbation is not None:
+            perturbation = request.perturbation.describe()
+            if request.perturbation.reference != "float32":
+                perturbation += f" around {request.perturbation.reference or 'the deployed dtype'}"
         key = Cache.digest("constrained", self.name, request.input, request.schema.json_schema, asdict(request.settings), perturbation)
         return self._cached(key, lambda: self.model.generate(request))
 

@@ -107,7 +107,7 @@ def main() -> int:
     calls_seq = sum(r.calls for r in seq)
     calls_fan = sum(r.calls for r in fan)
     failed = sum(r.error is not None and not r.votes for r in seq + fan)
-    moved = sum(a.value != b.value for a, b in zip(seq, fan))
+    moved = sum(a.value != b.value for a, b in zip(seq, fan, strict=True))
     print(f"http_fanout: transformers serve, SmolLM2-135M-Instruct on {platform.machine()} CPU x{os.cpu_count()}, "
           f"{n} prompts x k={k} ({calls_seq} + {calls_fan} calls), max_tokens={args.max_tokens}")
     print(cb_line)

@@ -1,6 +1,6 @@
 """accord against the peers, in one run: the same prompts under the same deployment conditions.
 
-    python benchmarks/stability.py [--quick] [--limit N] [--png PATH] [--no-instructor] [--threads]
+    python benchmarks/stability.py [--quick] [--limit N] [--conditions N] [--arms a,a2,...] [--png PATH] [--no-instructor] [--threads]
 
 Over the shipped task set (benchmarks/tasks.py, 62 items, 5 kinds, gold answers, frozen before
 tuning), with the embedded SmolLM2-135M-Instruct. Deployment conditions, the same for every arm:
@@ -11,6 +11,8 @@ calibrate``, so it is left out by default). Arms:
 
   (a) raw greedy + json.loads     the schema rendered in the prompt, no grammar; ``json.loads`` of
                                   the whole text, validated against the schema
+  (a2) raw greedy + accord's reader  the same texts as (a), read by accord's extract stage
+                                  (``accord._read.read``: strict, then schema-aligned repairs)
   (b) constrained greedy          one outlines-constrained call (k=1, no retry, no perturbation)
   (c) constrained + retry         k=1, up to 3 attempts with validation feedback (what instructor does)
   (d) k=5 majority vote           every ballot runs, ballots 1-4 under accord's perturbations, no gate
@@ -36,22 +38,22 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # servers.py: the test servers
 
-import tasks  # noqa: E402
-from generations import Cache, Deployment  # noqa: E402
-
 import accord  # noqa: E402
+import tasks  # noqa: E402
 from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
 from accord._prompt import build_input  # noqa: E402
 from accord._types import Settings  # noqa: E402
+from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
+from generations import Cache, Deployment  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
@@ -66,6 +68,7 @@ QUICK_ITEMS = 10
 DEFAULT_CONDITIONS = 3  # threads moved no logit on this CPU (accord calibrate: floor 0), at half the speed
 ARMS = {
     "a": "raw greedy + json.loads",
+    "a2": "raw greedy + accord's reader",
     "b": "constrained greedy (outlines)",
     "c": "constrained + retry with feedback",
     "d": "k=5 majority vote, perturbed",
@@ -109,6 +112,20 @@ def raw_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
         return Outcome(None, kind, False, 1, model.model_seconds - before)
 
 
+def reader_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
+    """Arm (a)'s text, read by accord's extract stage instead of json.loads (one call, no retry)."""
+    from accord._read import Misreading, read
+
+    schema = schema_of(item)
+    before = model.model_seconds
+    text = model.unconstrained(build_input(item["prompt"], schema, hint=True, feedback=None), SETTINGS).text
+    reading = read(text, schema)
+    if isinstance(reading, Misreading):
+        return Outcome(None, reading.errors[0].get("type", reading.stage) if reading.errors else reading.stage, False, 1,
+                       model.model_seconds - before)
+    return Outcome(reading.key, None, False, 1, model.model_seconds - before)
+
+
 def stabilizer_arm(**options: Any) -> Callable[[Deployment, dict[str, Any]], Outcome]:
     def arm(model: Deployment, item: dict[str, Any]) -> Outcome:
         stab = accord.Stabilizer(model, schema_of(item).source, max_tokens=MAX_TOKENS, **options)
@@ -127,6 +144,7 @@ def stabilizer_arm(**options: Any) -> Callable[[Deployment, dict[str, Any]], Out
 
 LOCAL_ARMS: dict[str, Callable[[Deployment, dict[str, Any]], Outcome]] = {
     "a": raw_arm,
+    "a2": reader_arm,
     "b": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=1), perturb=accord.Perturb(())),
     "c": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), perturb=accord.Perturb(())),
     "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False), on_no_consensus="plurality"),
@@ -180,9 +198,9 @@ def instructor_python() -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True)
-    check = subprocess.run([str(python), "-c", "import instructor, openai"], capture_output=True, text=True)
+    check = subprocess.run([str(python), "-c", "import instructor, openai"], capture_output=True, text=True, check=False)
     if check.returncode != 0:
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], capture_output=True, text=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"pip install instructor failed: {done.stderr.strip().splitlines()[-1:]}")
     return python
@@ -208,14 +226,14 @@ def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Ca
                     job = {"url": server.url, "model": server.model, "tasks": str(Path(tasks.__file__).resolve()),
                            "retries": INSTRUCTOR_RETRIES, "max_tokens": MAX_TOKENS,
                            "items": [{"id": i["id"], "prompt": i["prompt"], "schema": i["schema"].split(":")[1]} for i in todo]}
-                    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=3600)
+                    done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=3600, check=False)
                     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
                     if not lines:
                         raise RuntimeError(f"the instructor script failed: {done.stderr.strip()[-300:]}")
                     for line in lines:
                         cache.put(keys[line["id"]], line)
                     cache.save()
-            except Exception as exc:  # noqa: BLE001 - any failure skips the arm, with its reason
+            except Exception as exc:
                 return {}, f"{type(exc).__name__}: {exc}"[:300]
         for item in items:
             entry = cache.get(keys[item["id"]])
@@ -283,9 +301,11 @@ def table(results: dict[str, Figures], skipped: dict[str, str], n_items: int) ->
         if arm in skipped:
             lines.append(f"| ({arm}) {name} | skipped: {skipped[arm]} | | | | |")
             continue
+        if arm not in results:
+            continue
         f = results[arm]
         typed = f" ({f.typed_failures}/{f.failures} typed errors)" if f.failures else ""
-        note = "" if len(f.conditions) == len(results["a"].conditions) else f" (over {', '.join(f.conditions)})"
+        note = "" if len(f.conditions) == len(next(iter(results.values())).conditions) else f" (over {', '.join(f.conditions)})"
         lines.append(
             f"| ({arm}) {name} | {f.validity:.1%}{typed} | {f.tara:.1%}{note} | "
             f"{f.accuracy.minimum:.1%} / {f.accuracy.mean:.1%} / {f.accuracy.maximum:.1%} | {f.calls:.2f} | "
@@ -323,7 +343,7 @@ def plot(results: dict[str, Figures], path: Path, title: str) -> None:
         ("validity", [results[a].validity for a in arms]),
         ("TARa across conditions", [results[a].tara for a in arms]),
         ("accuracy (mean; bar: min-max)", [results[a].accuracy.mean for a in arms]),
-    )):
+    ), strict=False):
         bars = left.bar([x + offset for x in xs], [v * 100 for v in values], width, label=name)
         if name.startswith("accuracy"):
             # max(0, ...): the mean of equal accuracies can land a rounding error below the minimum
@@ -357,7 +377,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=CACHE_DIR / "stability.json", help="the generation cache (JSON)")
     parser.add_argument("--no-instructor", action="store_true", help="skip arm (f)")
     parser.add_argument("--threads", action="store_true", help="add the condition float32 on one thread")
+    parser.add_argument("--conditions", type=int, default=None, help="only the first N deployment conditions")
+    parser.add_argument("--arms", default=None, help="only these local arms, comma-separated (e.g. a,a2); implies --no-instructor")
     args = parser.parse_args(argv)
+    local = dict(LOCAL_ARMS)
+    if args.arms:
+        wanted = args.arms.split(",")
+        unknown = [a for a in wanted if a not in LOCAL_ARMS]
+        if unknown:
+            parser.error(f"unknown arms {unknown}; local arms are {list(LOCAL_ARMS)}")
+        local = {a: LOCAL_ARMS[a] for a in wanted}
+        args.no_instructor = True
     items = tasks.items()
     if args.quick:
         # One item in six from the fourth on: all five kinds. (From the first on, the sixth pick is
@@ -365,26 +395,28 @@ def main(argv: list[str] | None = None) -> int:
         # every condition, 9 of the 13 minutes such a run took here; the full run has them all.)
         items = items[3::6][:QUICK_ITEMS]
     elif args.limit:
-        items = items[:: max(1, len(items) // args.limit)][: args.limit]  # spread over the kinds
+        items = [items[i * len(items) // args.limit] for i in range(min(args.limit, len(items)))]  # spread over the kinds
     conditions = list(CONDITIONS) if args.threads else list(CONDITIONS)[:DEFAULT_CONDITIONS]
+    if args.conditions:
+        conditions = conditions[: args.conditions]
     cache = Cache(args.cache)
     gold = {item["id"]: gold_key(item) for item in items}
     start = time.perf_counter()
     print(f"{len(items)} items x {len(conditions)} conditions ({', '.join(conditions)}); "
           f"SmolLM2-135M-Instruct on {os.cpu_count()} CPUs, greedy, max_tokens={MAX_TOKENS}", flush=True)
 
-    outcomes: dict[str, dict[tuple[str, str], Outcome]] = {arm: {} for arm in LOCAL_ARMS}
+    outcomes: dict[str, dict[tuple[str, str], Outcome]] = {arm: {} for arm in local}
     for condition in conditions:
         model = Deployment(condition, CONDITIONS[condition], cache)
         for n, item in enumerate(items, 1):
-            for arm, decide in LOCAL_ARMS.items():
+            for arm, decide in local.items():
                 outcomes[arm][(item["id"], condition)] = decide(model, item)
             if n % 5 == 0 or n == len(items):
                 cache.save()
                 print(f"  {condition}: {n}/{len(items)} items ({time.perf_counter() - start:.0f} s)", flush=True)
         del model
 
-    results = {arm: figures(outcomes[arm], items, conditions, gold) for arm in LOCAL_ARMS}
+    results = {arm: figures(outcomes[arm], items, conditions, gold) for arm in local}
     skipped: dict[str, str] = {}
     if args.quick:
         skipped["f"] = "not in --quick (it starts transformers serve once per condition); see the full run"
@@ -406,16 +438,17 @@ def main(argv: list[str] | None = None) -> int:
     print("\nmodel time: the generation seconds of the calls an arm made, each measured when it first ran "
           "(cached and shared generations keep their time); accord's own cost per ballot is microseconds "
           "(benchmarks/overhead.py).")
-    for arm in ("a", "b", "c", "d", "e"):
+    for arm in local:
         failed = {}
         for o in outcomes[arm].values():
             if o.key is None:
                 failed[o.error] = failed.get(o.error, 0) + 1
         if failed:
             print(f"  ({arm}) failures: " + ", ".join(f"{k} x{v}" for k, v in sorted(failed.items())))
-    print("\ntargets for (e):")
-    for line in targets(results):
-        print(f"- {line}")
+    if all(arm in results for arm in ("a", "d", "e")):
+        print("\ntargets for (e):")
+        for line in targets(results):
+            print(f"- {line}")
     plot(results, args.png, f"accord vs peers: {len(items)} items x {len(conditions)} conditions, SmolLM2-135M")
     print(f"\nfigure: {args.png}")
     print(f"total {time.perf_counter() - start:.0f} s")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import date
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -120,19 +120,19 @@ PEOPLE = [
 ]
 
 
-def items() -> list[dict]:
-    out = []
+def items() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for i, (text, gold) in enumerate(SENTIMENT):
         out.append({"id": f"sentiment-{i}", "kind": "classification", "schema": "tasks:Sentiment",
                     "prompt": f"Classify the sentiment of this text as positive, negative or neutral.\nText: {text}", "gold": gold})
-    for i, (question, gold) in enumerate(YES_NO):
+    for i, (question, yes) in enumerate(YES_NO):
         out.append({"id": f"yesno-{i}", "kind": "yes/no", "schema": "tasks:YesNo",
-                    "prompt": f"Answer yes or no. {question}", "gold": {"answer": gold}})
-    for i, (question, gold) in enumerate(NUMBERS):
+                    "prompt": f"Answer yes or no. {question}", "gold": {"answer": yes}})
+    for i, (question, number) in enumerate(NUMBERS):
         out.append({"id": f"integer-{i}", "kind": "integer", "schema": "tasks:Number",
-                    "prompt": f"Answer with a number. {question}", "gold": {"answer": gold}})
-    for i, (text, gold) in enumerate(DATES):
-        out.append({"id": f"date-{i}", "kind": "date", "schema": "tasks:Day", "prompt": text, "gold": {"date": gold}})
+                    "prompt": f"Answer with a number. {question}", "gold": {"answer": number}})
+    for i, (text, day) in enumerate(DATES):
+        out.append({"id": f"date-{i}", "kind": "date", "schema": "tasks:Day", "prompt": text, "gold": {"date": day}})
     for i, (text, (name, age, city, country)) in enumerate(PEOPLE):
         out.append({"id": f"person-{i}", "kind": "extraction", "schema": "tasks:Person",
                     "prompt": f"Extract the person's name, age and home city and country.\nText: {text}",

@@ -21,13 +21,12 @@ WORDINGS = {
     "awful": itertools.cycle(["negative", "Negative.", "It is negative."]),
     "fine": itertools.cycle(["neutral", "Neutral", "neutral."]),
 }
-in_flight = peak = 0
+flight = {"now": 0, "peak": 0}  # calls running at once, and the most seen
 
 
 async def fake_llm(prompt: str) -> str:
-    global in_flight, peak
-    in_flight += 1
-    peak = max(peak, in_flight)
+    flight["now"] += 1
+    flight["peak"] = max(flight["peak"], flight["now"])
     try:
         await asyncio.sleep(0.05)
         for word, answers in WORDINGS.items():
@@ -35,7 +34,7 @@ async def fake_llm(prompt: str) -> str:
                 return next(answers)
         return "I cannot tell."  # never valid: this prompt ends in InvalidOutput
     finally:
-        in_flight -= 1
+        flight["now"] -= 1
 
 
 stab = accord.Stabilizer(accord.models.function(fake_llm), Sentiment,
@@ -45,11 +44,11 @@ prompts = [f"Review: '{word} pen'" for word in ["great", "awful", "fine", "smell
 start = time.perf_counter()
 results = stab.map(prompts, concurrency=4)  # sync entry point; runs the async function on an event loop
 elapsed = time.perf_counter() - start
-for prompt, result in zip(prompts, results):
+for prompt, result in zip(prompts, results, strict=True):
     outcome = repr(result.value) if result.error is None else type(result.error).__name__
     print(f"{prompt:32} -> {outcome:12} calls={result.calls} stable={result.stable}")
-print(f"{sum(r.calls for r in results)} model calls in {elapsed:.2f} s, at most {peak} in flight (concurrency=4)")
-assert peak <= 4
+print(f"{sum(r.calls for r in results)} model calls in {elapsed:.2f} s, at most {flight['peak']} in flight (concurrency=4)")
+assert flight["peak"] <= 4
 assert [r.value for r in results] == ["positive", "negative", "neutral", None, "positive", "neutral"]
 
 

@@ -65,8 +65,8 @@ RANGES = ['{"low": 6, "high": 9}', '{"low": 6, "high": 9}', '{"low": 1, "high": 
           '{"low": 3, "high": 5}']
 print("== fieldwise vote whose assembly fails validation (k=5, quorum=2, early_stop=False)")
 vote = accord.Vote(k=5, quorum=2, fieldwise=True, early_stop=False)
-result = accord.Stabilizer(accord.models.scripted(RANGES), Range, vote=vote).run("Give the range.")
-print("per-field winners would be low=6, high=5; field agreement:", result.field_agreement)
-print("value:", repr(result.value), "|", result.meta["fieldwise"])
-print("why:  ", result.meta["fieldwise_errors"][0]["msg"])
-assert result.value == Range(low=6, high=9)
+ranged = accord.Stabilizer(accord.models.scripted(RANGES), Range, vote=vote).run("Give the range.")
+print("per-field winners would be low=6, high=5; field agreement:", ranged.field_agreement)
+print("value:", repr(ranged.value), "|", ranged.meta["fieldwise"])
+print("why:  ", ranged.meta["fieldwise_errors"][0]["msg"])
+assert ranged.value == Range(low=6, high=9)

@@ -29,10 +29,12 @@ result = stab.run("Review: 'Great pen, writes smoothly.'")
 for request in model.requests:
     print(f"--- attempt {request.attempt} sends:")
     print(request.input)
-print("--- feedback kept as data on the Request:", model.requests[1].feedback.errors[0])
+feedback = model.requests[1].feedback
+assert feedback is not None
+print("--- feedback kept as data on the Request:", feedback.errors[0])
 print("--- statuses:", [b.status for b in result.ballots], "->", repr(result.value))
 third = model.requests[2].input
-assert third.count("Your previous answer") == 1 and "(got 9)" in third and "(got 7)" not in third
+assert isinstance(third, str) and third.count("Your previous answer") == 1 and "(got 9)" in third and "(got 7)" not in third
 
 print("\n== 2. unreadable output: the block says so")
 model = accord.models.scripted(["I would say it is a very good review overall.", GOOD])

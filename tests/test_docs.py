@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 API = DOCS / "api.md"
 # The pages whose examples are doctests (other pages may hold examples that need a model).
-DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "api.md"]
+DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "parsing.md", "api.md"]
 LINKED_PAGES = ["index.md", *DOCTEST_PAGES]
 
 
@@ -38,7 +38,7 @@ def sections(text: str) -> dict[str, str]:
     """Heading text -> the section under it (up to the next heading of any level)."""
     out: dict[str, str] = {}
     parts = re.split(r"^(#{1,6} .*)$", text, flags=re.M)
-    for heading, body in zip(parts[1::2], parts[2::2]):
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         out[heading.lstrip("#").strip()] = body
     return out
 
@@ -49,7 +49,7 @@ def entry(qualified: str) -> str | None:
 
 
 @pytest.mark.parametrize("qualified", [q for q, _ in public_names()])
-def test_every_public_name_has_an_entry_in_the_api_reference(qualified):
+def test_every_public_name_has_an_entry_in_the_api_reference(qualified: str) -> None:
     assert entry(qualified) is not None, f"docs/api.md has no '### `{qualified}`' entry"
 
 
@@ -67,7 +67,7 @@ def documented_parameters(obj: object) -> list[str]:
 
 
 @pytest.mark.parametrize("qualified,obj", public_names(), ids=[q for q, _ in public_names()])
-def test_every_parameter_is_mentioned_in_its_entry(qualified, obj):
+def test_every_parameter_is_mentioned_in_its_entry(qualified: str, obj: object) -> None:
     body = entry(qualified)
     if body is None:
         pytest.fail(f"docs/api.md has no '### `{qualified}`' entry")
@@ -76,7 +76,7 @@ def test_every_parameter_is_mentioned_in_its_entry(qualified, obj):
 
 
 @pytest.mark.parametrize("page", DOCTEST_PAGES)
-def test_the_examples_in_the_page_run(page):
+def test_the_examples_in_the_page_run(page: str) -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         failed, attempted = doctest.testfile(
@@ -106,10 +106,10 @@ def links() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("page,target", links(), ids=[f"{p}->{t}" for p, t in links()])
-def test_relative_links_resolve(page, target):
+def test_relative_links_resolve(page: str, target: str) -> None:
     path, _, anchor = target.partition("#")
     file = (DOCS / path).resolve() if path else DOCS / page
     assert file.exists(), f"docs/{page} links to {target}, which does not exist"
     if anchor and file.suffix == ".md":
-        headings = [h for h in sections(file.read_text(encoding="utf-8"))]
+        headings = list(sections(file.read_text(encoding="utf-8")))
         assert anchor in {slug(h) for h in headings}, f"docs/{page} links to {target}: no such heading"

@@ -58,20 +58,21 @@ EXPECTED = {
 }
 
 
-def test_the_documented_examples_are_present():
+def test_the_documented_examples_are_present() -> None:
     names = {path.name for path in EXAMPLES}
     assert set(EXPECTED) <= names, f"missing from examples/: {sorted(set(EXPECTED) - names)}"
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[path.name for path in EXAMPLES])
-def test_example_runs(script):
+def test_example_runs(script: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         proc = subprocess.run(
-            [PYTHON, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT
+            [PYTHON, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"examples/{script.name} did not finish within {TIMEOUT} s; output so far:\n{exc.stdout or ''}")
+        so_far = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""  # bytes, even with text=True
+        pytest.fail(f"examples/{script.name} did not finish within {TIMEOUT} s; output so far:\n{so_far}")
     report = f"examples/{script.name} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     assert proc.returncode == 0, report
     assert proc.stdout.strip(), report

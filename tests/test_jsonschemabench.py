@@ -8,10 +8,11 @@ draft's own format checker.
 from __future__ import annotations
 
 import json
-from importlib.metadata import version
 import unicodedata
 from datetime import datetime
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -26,7 +27,7 @@ FILES = sorted(BENCH.glob("*.json"))
 pytestmark = pytest.mark.skipif(not FILES, reason=f"no jsonschemabench data at {BENCH}")
 
 
-def same_meaning(a, b) -> bool:
+def same_meaning(a: Any, b: Any) -> bool:
     """Equal, up to trimmed/NFC strings and equal datetime instants written differently."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_meaning(a[k], b[k]) for k in a)
@@ -42,13 +43,14 @@ def same_meaning(a, b) -> bool:
     return a == b and type(a) is type(b)
 
 
-def test_jsonschemabench(capsys):
-    counts = dict(schemas=0, valid=0, invalid=0, valid_accepted=0, valid_unchanged=0, stage_rejects=0,
-                  baseline_rejects=0, pipeline_rejects=0)
-    repaired, wrongly_accepted = [], []
+def test_jsonschemabench(capsys: pytest.CaptureFixture[str]) -> None:
+    counts = dict.fromkeys(("schemas", "valid", "invalid", "valid_accepted", "valid_unchanged", "stage_rejects",
+                            "baseline_rejects", "pipeline_rejects"), 0)
+    repaired: list[str] = []
+    wrongly_accepted: list[str] = []
     for path in FILES:
         case = json.loads(path.read_text())
-        schema = Schema(case["schema"])
+        schema: Schema[Any] = Schema(case["schema"])
         baseline_cls = jsonschema.validators.validator_for(case["schema"])
         baseline = baseline_cls(case["schema"], format_checker=baseline_cls.FORMAT_CHECKER)
         counts["schemas"] += 1

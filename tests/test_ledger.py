@@ -1,5 +1,7 @@
 """The decision ledger in one process: keys, replay, history, failures, bad state, threads."""
 
+from __future__ import annotations
+
 import asyncio
 import hashlib
 import json
@@ -7,7 +9,9 @@ import logging
 import sqlite3
 import threading
 import time
-from typing import Literal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -15,7 +19,8 @@ from pydantic import BaseModel
 import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
 from accord._canonical import canonical_key
-from accord.ledger._ledger import describe_policy, describe_schema
+from accord.ledger._keys import describe_policy, describe_schema
+from accord.ledger._sqlite import SQLiteStore
 
 
 class Review(BaseModel):
@@ -26,23 +31,24 @@ class Review(BaseModel):
 class Counter:
     """A function backend that answers ``answer`` and counts its calls per prompt."""
 
-    def __init__(self, answer="positive"):
+    def __init__(self, answer: Any = "positive") -> None:
         self.answer = answer
         self.calls: list[object] = []
         self.lock = threading.Lock()
 
-    def __call__(self, prompt, request=None):
+    def __call__(self, prompt: Any, request: Any = None) -> str:
         with self.lock:
             self.calls.append(request.prompt)
-        return self.answer() if callable(self.answer) else self.answer
+        return str(self.answer() if callable(self.answer) else self.answer)
 
 
-def stab(fn, schema=Literal["positive", "negative"], ledger=None, fingerprint="model-a", **options):
+def stab(fn: Any, schema: Any = Literal["positive", "negative"], ledger: Ledger | None = None, fingerprint: str = "model-a",
+         **options: Any) -> Stabilizer[Any]:
     return Stabilizer(models.function(fn, fingerprint=fingerprint), schema, ledger=ledger, **options)
 
 
 @pytest.fixture
-def ledger(tmp_path):
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger(tmp_path / "ledger.sqlite3") as opened:
         yield opened
 
@@ -50,7 +56,7 @@ def ledger(tmp_path):
 # -- replay -----------------------------------------------------------------------------------
 
 
-def test_an_accepted_answer_is_replayed_without_a_model_call(ledger):
+def test_an_accepted_answer_is_replayed_without_a_model_call(ledger: Ledger) -> None:
     model = Counter('{"stars": 4, "sentiment": "positive"}')
     s = stab(model, Review, ledger)
     first = s.run("review this")
@@ -70,7 +76,7 @@ def test_an_accepted_answer_is_replayed_without_a_model_call(ledger):
     assert s.run("another review").replayed is False and len(model.calls) == 6
 
 
-def test_arun_and_map_replay(ledger):
+def test_arun_and_map_replay(ledger: Ledger) -> None:
     model = Counter()
     s = stab(model, ledger=ledger)
     first = s.map(["a", "b", "c"], progress=False)
@@ -81,7 +87,7 @@ def test_arun_and_map_replay(ledger):
     assert len(model.calls) == 12
 
 
-def test_refresh_decides_again_supersedes_and_keeps_history(ledger):
+def test_refresh_decides_again_supersedes_and_keeps_history(ledger: Ledger) -> None:
     model = Counter("positive")
     s = stab(model, ledger=ledger)
     old = s.run("q")
@@ -98,7 +104,7 @@ def test_refresh_decides_again_supersedes_and_keeps_history(ledger):
     assert shown["current"] == second["run"] and len(first["ballots"]) == 3
 
 
-def test_map_refresh_decides_every_prompt_again(ledger):
+def test_map_refresh_decides_every_prompt_again(ledger: Ledger) -> None:
     model = Counter()
     s = stab(model, ledger=ledger)
     s.map(["a", "b"], progress=False)
@@ -107,7 +113,7 @@ def test_map_refresh_decides_every_prompt_again(ledger):
     assert sum(r["current"] for r in ledger.runs()) == 2 and len(ledger.runs()) == 4
 
 
-def test_failed_runs_are_stored_with_their_ballots_but_never_replayed(ledger):
+def test_failed_runs_are_stored_with_their_ballots_but_never_replayed(ledger: Ledger) -> None:
     model = Counter("I cannot say")
     s = stab(model, int, ledger, vote=Vote(k=1), retry=Retry(attempts=2))
     for _ in range(2):
@@ -123,7 +129,7 @@ def test_failed_runs_are_stored_with_their_ballots_but_never_replayed(ledger):
     assert shown["runs"][0]["result"]["error"]["type"] == "InvalidOutput"
 
 
-def test_no_consensus_is_stored_not_replayed_and_plurality_is_not_replayed_either(ledger):
+def test_no_consensus_is_stored_not_replayed_and_plurality_is_not_replayed_either(ledger: Ledger) -> None:
     answers = iter(["positive", "negative", "positive", "negative"] * 4)
     model = Counter(lambda: next(answers))
     s = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2))
@@ -138,7 +144,7 @@ def test_no_consensus_is_stored_not_replayed_and_plurality_is_not_replayed_eithe
     assert outcomes == ["unstable", "unstable", "failed"] and len(model.calls) == 6
 
 
-def test_the_first_writer_wins_and_the_second_gets_its_answer(ledger):
+def test_the_first_writer_wins_and_the_second_gets_its_answer(ledger: Ledger) -> None:
     a, b = stab(Counter("positive")), stab(Counter("negative"))  # no ledger: decide only
     ra, rb = a.run("q"), b.run("q")
     kept = ledger.remember(a, "q", ra)
@@ -150,13 +156,13 @@ def test_the_first_writer_wins_and_the_second_gets_its_answer(ledger):
     assert runs[1]["superseded_by"] == runs[0]["run"] and runs[0]["current"] and len(runs[1]["ballots"]) == 3
 
 
-def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path):
+def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     answers = ["positive", "negative", "positive", "negative", "positive", "negative"]
     barrier = threading.Barrier(len(answers))
-    finals: list = [None] * len(answers)
+    finals: list[Any] = [None] * len(answers)
 
-    def worker(i):
+    def worker(i: int) -> None:
         s = stab(Counter(answers[i]))
         decided = s.run("same question")
         with Ledger(path) as own:  # one Ledger object per thread: a separate connection
@@ -176,13 +182,13 @@ def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path):
     assert len(runs) == len(answers) and sum(r["current"] for r in runs) == 1
 
 
-def test_many_writers_creating_the_same_new_file_at_once(tmp_path):
+def test_many_writers_creating_the_same_new_file_at_once(tmp_path: Path) -> None:
     errors = []
 
-    def open_and_close(path):
+    def open_and_close(path: Path) -> None:
         try:
             Ledger(path).close()
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+        except Exception as exc:  # collected for the assertion
             errors.append(repr(exc))
 
     for trial in range(30):
@@ -195,12 +201,12 @@ def test_many_writers_creating_the_same_new_file_at_once(tmp_path):
     assert errors == []
 
 
-def test_threads_sharing_one_ledger_lose_nothing(ledger):
+def test_threads_sharing_one_ledger_lose_nothing(ledger: Ledger) -> None:
     model = Counter()
     s = stab(model, ledger=ledger)
     errors = []
 
-    def worker(i):
+    def worker(i: int) -> None:
         for j in range(15):
             result = s.run(f"t{i}-{j}")
             if "ledger_error" in result.meta:
@@ -220,10 +226,10 @@ def test_threads_sharing_one_ledger_lose_nothing(ledger):
 # -- the key ----------------------------------------------------------------------------------
 
 
-def test_the_key_is_the_hash_of_canonical_json_of_request_schema_policy_and_model(ledger):
+def test_the_key_is_the_hash_of_canonical_json_of_request_schema_policy_and_model(ledger: Ledger) -> None:
     s = stab(Counter(), Review, ledger)
     messages = [{"role": "user", "content": "hi", "name": "x"}]
-    material = {
+    material: dict[str, Any] = {
         "ledger": 1,
         "model": "model-a",
         "policy": describe_policy(s.policy),
@@ -237,7 +243,7 @@ def test_the_key_is_the_hash_of_canonical_json_of_request_schema_policy_and_mode
     assert ledger.key(s, two) != ledger.key(s, two[::-1])
 
 
-def _other_normalizer(text):
+def _other_normalizer(text: str) -> str:
     return text.strip()
 
 
@@ -257,18 +263,18 @@ def _other_normalizer(text):
         {"seed": 7},
         {"schema_in_prompt": False},
     ],
-    ids=lambda change: ",".join(change),
+    ids=",".join,
 )
-def test_a_changed_schema_model_or_policy_misses(ledger, change):
+def test_a_changed_schema_model_or_policy_misses(ledger: Ledger, change: dict[str, Any]) -> None:
     model = Counter()
-    base = dict(schema=Literal["positive", "negative"], fingerprint="model-a")
+    base: dict[str, Any] = {"schema": Literal["positive", "negative"], "fingerprint": "model-a"}
     stab(model, ledger=ledger, **base).run("q")
     changed = stab(model, ledger=ledger, **{**base, **change})
     result = changed.run("q")
     assert not result.replayed and len(model.calls) > 3
 
 
-def test_what_cannot_change_the_answer_is_not_in_the_key(ledger):
+def test_what_cannot_change_the_answer_is_not_in_the_key(ledger: Ledger) -> None:
     first = Counter()
     stab(first, ledger=ledger).run("q")
     other_function = Counter()  # another function, same logical fingerprint: the same model elsewhere
@@ -277,7 +283,7 @@ def test_what_cannot_change_the_answer_is_not_in_the_key(ledger):
     assert same.run("q").replayed and other_function.calls == []
 
 
-def test_ttl_expires_an_answer(tmp_path):
+def test_ttl_expires_an_answer(tmp_path: Path) -> None:
     model = Counter("positive")
     with Ledger(tmp_path / "l.sqlite3", ttl=0.3) as ledger:
         s = stab(model, ledger=ledger)
@@ -292,7 +298,7 @@ def test_ttl_expires_an_answer(tmp_path):
         assert runs[0]["superseded_by"] == runs[1]["run"] and runs[1]["current"]
 
 
-def test_bad_arguments_are_config_errors(tmp_path):
+def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(accord.ConfigError):
         Ledger(tmp_path / "l", ttl=0)
     with pytest.raises(accord.ConfigError):
@@ -302,7 +308,7 @@ def test_bad_arguments_are_config_errors(tmp_path):
 # -- storage ----------------------------------------------------------------------------------
 
 
-def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger, tmp_path):
+def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger: Ledger, tmp_path: Path) -> None:
     model = Counter()
     outputs = iter(['{"stars": 9}', '{"stars": 4, "sentiment": "positive"}'])
     model.answer = lambda: next(outputs)
@@ -318,7 +324,7 @@ def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger, tmp_path
         assert body["usage"]["calls"] == 1
 
 
-def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger, caplog):
+def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger: Ledger, caplog: pytest.LogCaptureFixture) -> None:
     model = Counter()
     s = stab(model, ledger=ledger)
     s.run("q")
@@ -334,14 +340,14 @@ def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger, caplog
 # -- bad state --------------------------------------------------------------------------------
 
 
-def test_a_corrupt_file_raises_ledger_error(tmp_path):
+def test_a_corrupt_file_raises_ledger_error(tmp_path: Path) -> None:
     path = tmp_path / "garbage.sqlite3"
     path.write_bytes(b"this is not a database at all" * 300)
     with pytest.raises(LedgerError, match="corrupt or not an SQLite file"):
         Ledger(path)
 
 
-def test_a_foreign_database_raises_ledger_error(tmp_path):
+def test_a_foreign_database_raises_ledger_error(tmp_path: Path) -> None:
     path = tmp_path / "other.sqlite3"
     raw = sqlite3.connect(path)
     raw.execute("CREATE TABLE users (name TEXT)")
@@ -354,7 +360,7 @@ def test_a_foreign_database_raises_ledger_error(tmp_path):
     raw.close()
 
 
-def test_a_ledger_from_a_newer_accord_raises_ledger_error(tmp_path):
+def test_a_ledger_from_a_newer_accord_raises_ledger_error(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite3"
     Ledger(path).close()
     raw = sqlite3.connect(path)
@@ -364,7 +370,7 @@ def test_a_ledger_from_a_newer_accord_raises_ledger_error(tmp_path):
         Ledger(path)
 
 
-def test_corrupt_pages_raise_on_open_and_mid_session_the_answer_is_still_returned(tmp_path, caplog):
+def test_corrupt_pages_raise_on_open_and_mid_session_the_answer_is_still_returned(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "l.sqlite3"
     model = Counter()
     with Ledger(path) as ledger:
@@ -385,11 +391,12 @@ def test_corrupt_pages_raise_on_open_and_mid_session_the_answer_is_still_returne
     assert "recall failed" in caplog.text and "not recorded" in caplog.text
 
 
-def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger, caplog):
+def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger: Ledger, caplog: pytest.LogCaptureFixture) -> None:
     model = Counter()
     s = stab(model, ledger=ledger)
     s.run("small")
-    conn = ledger._connection()
+    assert isinstance(ledger._store, SQLiteStore)
+    conn = ledger._store._connection()
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")
     secret = "sk-SECRET-" + "x" * 20_000  # a big request needs new pages; it must never be logged
@@ -407,7 +414,7 @@ def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger, cap
     assert s.run(secret).meta.get("ledger") and len(ledger.runs()) == 2
 
 
-def test_a_lock_held_past_the_timeout_is_reported_and_the_answer_returned(tmp_path):
+def test_a_lock_held_past_the_timeout_is_reported_and_the_answer_returned(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite3"
     ledger = Ledger(path, timeout=0.3)
     holder = sqlite3.connect(path, isolation_level=None)
@@ -427,7 +434,7 @@ def test_a_lock_held_past_the_timeout_is_reported_and_the_answer_returned(tmp_pa
     ledger.close()
 
 
-def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path):
+def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path: Path) -> None:
     path = tmp_path / "fresh.sqlite3"
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # a rollback-journal exclusive lock blocks even readers
@@ -442,15 +449,39 @@ def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path):
     Ledger(path).close()
 
 
-def test_stabilize_arguments_are_part_of_the_key(tmp_path):
+def test_stabilize_arguments_are_part_of_the_key(tmp_path: Path) -> None:
     import accord
 
     ledger = accord.Ledger(tmp_path / "l.sqlite3")
 
     @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, schema_in_prompt=False)
-    def ask(prompt, style="plain"):
+    def ask(prompt: str, style: str = "plain") -> str:
         return f"{style}:{prompt}"
 
     assert ask("hi") == "plain:hi"
     assert ask("hi", style="shout") == "shout:hi"  # not the replayed "plain:hi"
     assert ask.run("hi", style="shout").replayed
+
+
+def test_show_needs_a_unique_prefix(ledger: Ledger) -> None:
+    s = stab(Counter(), ledger=ledger)
+    keys = {ledger.key(s, f"p{i}") for i in range(40)}
+    for i in range(40):
+        s.run(f"p{i}")
+    shared = next(k[0] for k in keys if sum(other[0] == k[0] for other in keys) > 1)  # 40 keys, 16 first digits
+    with pytest.raises(LedgerError, match=f"the key prefix '{shared.upper()}' is ambiguous"):
+        ledger.show(shared.upper())
+    one = sorted(keys)[0]
+    assert ledger.show(one.upper())["key"] == one
+    assert [r["key"] for r in ledger.runs(key=one[:10].upper())] == [one]
+    with pytest.raises(LedgerError, match="no key starts with 'ABC0000'"):
+        ledger.show("ABC0000")
+
+
+def test_a_server_dsn_is_a_config_error_that_never_shows_its_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for dsn in ("postgresql://alice:s3cret-pw@db.example/accord", "postgres://alice:s3cret-pw@db/accord"):
+        with pytest.raises(accord.ConfigError, match="PostgreSQL") as raised:
+            Ledger(dsn)
+        assert "s3cret-pw" not in str(raised.value) and "alice" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == [], "no file or folder is made for a DSN"

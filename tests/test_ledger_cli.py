@@ -1,9 +1,13 @@
 """``accord ledger ls | show KEY | export --format jsonl``."""
 
+from __future__ import annotations
+
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from accord import InvalidOutput, Ledger, Stabilizer, Vote, models
 from accord.cli._app import app
@@ -12,7 +16,7 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def filled(tmp_path):
+def filled(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A ledger with two accepted keys (one refreshed) and one failed run."""
     path = tmp_path / "ledger.sqlite3"
     with Ledger(path) as ledger:
@@ -27,11 +31,11 @@ def filled(tmp_path):
     return path, keys
 
 
-def cli(*args):
+def cli(*args: Any) -> Result:
     return runner.invoke(app, ["ledger", *map(str, args)])
 
 
-def test_ls_lists_runs_newest_first_and_marks_current_answers(filled):
+def test_ls_lists_runs_newest_first_and_marks_current_answers(filled: tuple[Path, dict[str, str]]) -> None:
     path, keys = filled
     out = cli("ls", "--path", path)
     assert out.exit_code == 0, out.output
@@ -46,7 +50,7 @@ def test_ls_lists_runs_newest_first_and_marks_current_answers(filled):
     assert only.exit_code == 0 and len(only.output.splitlines()) == 2
 
 
-def test_show_prints_the_key_material_and_every_run_with_ballots(filled):
+def test_show_prints_the_key_material_and_every_run_with_ballots(filled: tuple[Path, dict[str, str]]) -> None:
     path, keys = filled
     out = cli("show", keys["second"][:10], "--path", path)
     assert out.exit_code == 0, out.output
@@ -58,8 +62,8 @@ def test_show_prints_the_key_material_and_every_run_with_ballots(filled):
     assert ballot["text"] == "positive" and ballot["status"] == "valid" and "usage" in ballot
 
 
-def test_export_writes_one_json_line_per_run(filled, tmp_path):
-    path, keys = filled
+def test_export_writes_one_json_line_per_run(filled: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    path, _ = filled
     out = cli("export", "--format", "jsonl", "--path", path)
     assert out.exit_code == 0, out.output
     lines = [json.loads(line) for line in out.output.splitlines()]
@@ -73,7 +77,7 @@ def test_export_writes_one_json_line_per_run(filled, tmp_path):
     assert [json.loads(line) for line in target.read_text().splitlines()] == lines
 
 
-def test_cli_errors_are_clear(filled, tmp_path):
+def test_cli_errors_are_clear(filled: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     path, _ = filled
     assert cli("export", "--format", "csv", "--path", path).exit_code == 2
     missing = cli("show", "abcdef", "--path", path)

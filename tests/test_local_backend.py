@@ -64,7 +64,7 @@ class Recording(Backend):
         return self.inner.generate(request)
 
 
-def ask(model: Any, prompt: str, schema: Any, **settings: Any) -> accord.Completion:
+def ask(model: Backend, prompt: str, schema: Any, **settings: Any) -> accord.Completion:
     return model.generate(accord.Request(prompt, prompt, accord.Schema.of(schema), accord.Settings(**settings)))
 
 
@@ -81,7 +81,7 @@ def test_extracts_a_validated_nested_model(local_model: Any) -> None:
     assert result.value == Person(name="John Smith", age=42, address=Address(city="Paris", country="France"))
     assert result.engine == "llguidance"
     ballot = result.ballots[0]
-    assert json.loads(ballot.text) == result.data  # the grammar's JSON, no prose to strip
+    assert ballot.text is not None and json.loads(ballot.text) == result.data  # the grammar's JSON, no prose to strip
 
 
 def test_literal_choice(local_model: Any) -> None:
@@ -116,11 +116,12 @@ def test_range_violation_is_retried_with_feedback(local_model: Any) -> None:
     prompt = "The critic gave the film 34 points. How many stars?"
     result = accord.Stabilizer(model, schema=Review, vote=accord.Vote(k=1), retry=accord.Retry(attempts=3)).run(prompt)
     first = result.ballots[0]
-    assert first.status == "invalid" and json.loads(first.text) == {"stars": 34}
+    assert first.status == "invalid" and first.text is not None and json.loads(first.text) == {"stars": 34}
+    assert first.error is not None
     assert first.error["errors"][0]["loc"] == ("stars",) and first.error["errors"][0]["type"] == "less_than_equal"
     retry = model.requests[1]
     assert retry.feedback is not None and "stars" in json.dumps(retry.input)
-    assert 1 <= result.value.stars <= 5 and result.calls >= 2
+    assert result.value is not None and 1 <= result.value.stars <= 5 and result.calls >= 2
 
 
 def test_objects_are_strict(local_model: Any) -> None:
@@ -188,20 +189,21 @@ def test_unsupported_everywhere_is_a_clear_error(local_model: Any) -> None:
 def test_completion_carries_margins_usage_and_finish_reason(local_model: Any) -> None:
     completion = ask(local_model, "Write a long story about a cat.", str, max_tokens=6)
     assert completion.finish_reason == "length"
-    assert completion.usage.completion_tokens == 6 and completion.usage.prompt_tokens > 10
+    assert completion.usage.completion_tokens == 6
+    assert completion.usage.prompt_tokens is not None and completion.usage.prompt_tokens > 10
     assert completion.usage.calls == 1 and completion.usage.seconds > 0
     assert completion.margins is not None and len(completion.margins) == 6
     assert all(m >= 0 for m in completion.margins)
     assert completion.score is not None and completion.score <= 0
     short = ask(local_model, "Is the sky blue?", bool)
     assert short.finish_reason == "stop" and short.text in {"yes", "Yes", "no", "No"}
-    assert math.isinf(short.margins[-1])  # after "Yes"/"No" the grammar allows only the end
+    assert short.margins is not None and math.isinf(short.margins[-1])  # after "Yes"/"No" the grammar allows only the end
 
 
 def test_stop_strings_end_the_text(local_model: Any) -> None:
     completion = ask(local_model, "Write a long story about a cat.", str, max_tokens=40, stop=(" cat",))
     assert completion.finish_reason == "stop" and " cat" not in completion.text
-    assert completion.usage.completion_tokens < 40
+    assert completion.usage.completion_tokens is not None and completion.usage.completion_tokens < 40
 
 
 def test_compiled_grammars_are_cached(local_model: Any) -> None:

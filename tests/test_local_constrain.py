@@ -6,7 +6,7 @@ import enum
 import json
 import math
 import re
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 import accord
 from accord.backends.local._constrain import choice_regex, engine_chain, spec_of, strict
 from accord.backends.local._engines import apply_bitmask
-from accord.backends.local._backend import GrammarDeadEnd, StepRecorder
+from accord.backends.local._steps import GrammarDeadEnd, StepRecorder, token_ids, until_end
 
 
 class Inner(BaseModel):
@@ -33,8 +33,8 @@ class Open(BaseModel):
     a: int
 
 
-def closed_objects(node: object) -> list[dict]:
-    found = []
+def closed_objects(node: object) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
     if isinstance(node, dict):
         if node.get("properties"):
             found.append(node)
@@ -58,7 +58,7 @@ def test_every_object_with_properties_is_closed() -> None:
 def test_strict_leaves_open_what_says_it_is_open() -> None:
     assert strict(Open.model_json_schema())["additionalProperties"] is True
     assert "additionalProperties" not in strict({"type": "object"})  # free-form: no properties listed
-    both = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
+    both: dict[str, Any] = {"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]}
     assert strict(both) == both  # closing one part of a conjunction would reject the other's keys
     alternatives = strict({"anyOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
     assert all(branch["additionalProperties"] is False for branch in alternatives["anyOf"])
@@ -141,3 +141,16 @@ def test_step_recorder_reads_sampled_tokens_one_step_late() -> None:
     recorder(torch.tensor([[0, 1]]), torch.tensor([[0.0, -math.inf]]))
     recorder.finish(0)
     assert recorder.logprobs == pytest.approx([math.log(0.5), 0.0])
+
+
+def test_step_recorder_keeps_only_our_rows_steps_up_to_its_end() -> None:
+    import torch
+
+    recorder = StepRecorder(sampling=False, ends=[2])
+    for step, scores in enumerate(([[1.0, 3.0, 2.0]], [[0.0, 1.0, 4.0]], [[5.0, 0.0, 1.0]])):
+        recorder(torch.tensor([[0] * (step + 1)]), torch.tensor(scores))  # a batch neighbour runs on
+    new = until_end([1, 2, 0], eos=[2])
+    recorder.keep(new)
+    assert new == [1, 2] and recorder.margins == (1.0, 3.0) and len(recorder.logprobs) == 2
+    assert recorder.score == pytest.approx(sum(recorder.logprobs) / 2)
+    assert until_end([1, 1], eos=None) == [1, 1] and token_ids(7) == [7] and token_ids((1, 2)) == [1, 2]

@@ -188,7 +188,7 @@ def test_a_server_that_honours_response_format_is_probed_once_then_trusted():
     assert backend.constrains is True
     run(backend)
     first, second = server.chats
-    assert "JSON Schema" in first["messages"][0]["content"]  # the first run started before the probe
+    assert "Answer in JSON using this schema" in first["messages"][0]["content"]  # the first run started before the probe
     assert second["messages"][0]["content"] == "Alice is 30."  # the second one trusts the server
     fmt = second["response_format"]["json_schema"]
     assert fmt["strict"] is True and fmt["schema"]["additionalProperties"] is False
@@ -217,7 +217,7 @@ def test_a_server_that_ignores_response_format_gets_the_schema_in_the_prompt():
     assert result.value.name == "Alice"  # extraction reads the JSON before the prose
     assert backend.constrains is False and backend.describe()["servers"][0]["capabilities"]["response_format"] == "ignored"
     run(backend)
-    assert "response_format" not in server.chats[-1] and "JSON Schema" in server.chats[-1]["messages"][0]["content"]
+    assert "response_format" not in server.chats[-1] and "using this schema" in server.chats[-1]["messages"][0]["content"]
 
 
 def test_a_server_that_rejects_response_format_falls_back_to_the_prompt():

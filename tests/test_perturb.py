@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 import accord
 from accord import MarginGate, Perturb, Perturbation, Stabilizer, Vote
+from accord.backends.local._backend import TransformersBackend
 from accord.backends.local._calibrate import gap_change, measure
 
 pytestmark = pytest.mark.model
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.model
 PROMPT = "Classify the sentiment of this text as positive, negative or neutral.\nText: The food was cold and the waiter was rude."
 
 
-def test_the_default_perturbations_really_change_the_logits(local_model):
+def test_the_default_perturbations_really_change_the_logits(local_model: TransformersBackend) -> None:
     floors = measure(local_model, prompts=[PROMPT], steps=8)
     assert set(floors) == {"precision", "batch", "attention", "threads"}
     # bfloat16 compute moves the logits most; a batch neighbour and eager attention move them a
@@ -26,7 +27,7 @@ def test_the_default_perturbations_really_change_the_logits(local_model):
     assert floors["batch"] > 0 and floors["attention"] > 0
 
 
-def test_gap_change_measures_the_leader_gap():
+def test_gap_change_measures_the_leader_gap() -> None:
     import torch
 
     ref = torch.tensor([[3.0, 1.0, 0.0]])
@@ -34,7 +35,7 @@ def test_gap_change_measures_the_leader_gap():
     assert gap_change(ref, torch.tensor([[3.0, 1.5, 0.0]])) == pytest.approx(0.5)
 
 
-def test_each_ballot_records_its_perturbation(local_model):
+def test_each_ballot_records_its_perturbation(local_model: TransformersBackend) -> None:
     stab = Stabilizer(local_model, Literal["positive", "negative", "neutral"], vote=Vote(k=3, early_stop=False))
     result = stab.run(PROMPT)
     assert {b.slot: b.meta.get("perturbation") for b in result.ballots} == {0: None, 1: "precision", 2: "batch"}
@@ -42,23 +43,24 @@ def test_each_ballot_records_its_perturbation(local_model):
     assert result.environment["dtype"] == "float32" and result.environment["model"] == "SmolLM2-135M-Instruct"
 
 
-def test_a_batch_neighbour_keeps_our_row_whole(local_model):
+def test_a_batch_neighbour_keeps_our_row_whole(local_model: TransformersBackend) -> None:
     plain = local_model.unconstrained(PROMPT, accord.Settings(max_tokens=12))
     batched = local_model.unconstrained(PROMPT, accord.Settings(max_tokens=12), Perturbation("batch"))
     assert batched.meta["perturbation"] == "batch"
-    assert len(batched.margins) == batched.usage.completion_tokens
+    assert batched.margins is not None and len(batched.margins) == batched.usage.completion_tokens
     assert batched.text[:8] == plain.text[:8]  # the same answer, give or take the last bits
 
 
-def test_perturb_configuration():
+def test_perturb_configuration() -> None:
     assert Perturb().for_ballot(0) is None
-    assert [Perturb("batch", "precision").for_ballot(i).kind for i in (1, 2, 3)] == ["batch", "precision", "batch"]
+    chosen = [Perturb("batch", "precision").for_ballot(i) for i in (1, 2, 3)]
+    assert [p.kind if p else None for p in chosen] == ["batch", "precision", "batch"]
     assert Perturb(()).for_ballot(3) is None
     with pytest.raises(accord.ConfigError):
         Perturbation("cosmic rays")
 
 
-def test_the_gate_accepts_a_certified_first_ballot_after_one_call(local_model):
+def test_the_gate_accepts_a_certified_first_ballot_after_one_call(local_model: TransformersBackend) -> None:
     result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
                         vote=Vote(k=5, gate=MarginGate(floor=0.0))).run(PROMPT)
     assert result.calls == 1 and result.stopped_because == "gate" and result.stable
@@ -72,10 +74,10 @@ class YesNo(BaseModel):
     answer: bool
 
 
-def test_a_fragile_first_ballot_settles_on_the_float32_answer_in_both_deployments(local_model):
+def test_a_fragile_first_ballot_settles_on_the_float32_answer_in_both_deployments(local_model: TransformersBackend) -> None:
     float32 = Stabilizer(local_model, YesNo).run(YESNO)
     first = float32.ballots[0]
-    assert first.fragile_steps and first.min_margin < local_model.noise_floors()["precision"]
+    assert first.fragile_steps and first.min_margin is not None and first.min_margin < local_model.noise_floors()["precision"]
     # Its margins clear the floor of the float32 perturbations: ballots 2-4 are predicted.
     assert float32.stopped_because == "settled" and float32.calls == 1 and float32.meta["predicted"] == {float32.key: 3}
     bf16 = accord.models.local(dtype="bfloat16")
@@ -87,13 +89,13 @@ def test_a_fragile_first_ballot_settles_on_the_float32_answer_in_both_deployment
         assert bfloat16.stopped_because == "gate" and bfloat16.calls == 1
 
 
-def test_a_fragile_first_ballot_is_voted_without_a_precision_ballot(local_model):
+def test_a_fragile_first_ballot_is_voted_without_a_precision_ballot(local_model: TransformersBackend) -> None:
     result = Stabilizer(local_model, Literal["positive", "negative", "neutral"], perturb=Perturb("batch", "attention"),
                         vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
     assert result.calls >= 3 and result.stopped_because not in ("gate", "settled")
 
 
-def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model):
+def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model: TransformersBackend) -> None:
     """Its precision ballot is the float32 deployment's own computation, bit for bit."""
     bf16 = accord.models.local(dtype="bfloat16")
     schema = Literal["positive", "negative", "neutral"]
@@ -108,12 +110,12 @@ def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model
         Perturb(reference="float64")
 
 
-def test_the_embedded_model_ships_its_noise_floor(local_model):
+def test_the_embedded_model_ships_its_noise_floor(local_model: TransformersBackend) -> None:
     floor = local_model.noise_floor()
     assert floor is not None and floor > 0
 
 
-def test_compute_dtype_names_where_each_ballot_computes():
+def test_compute_dtype_names_where_each_ballot_computes() -> None:
     from accord._perturb import compute_dtype
 
     p = Perturb()  # precision, batch, attention, threads around float32

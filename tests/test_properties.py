@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import date
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,10 +33,10 @@ class Person(BaseModel):
     tags: set[str]
     pets: list[str]
     address: Address
-    nickname: Optional[str] = None
+    nickname: str | None = None
 
 
-SCHEMA = Schema(Person)
+SCHEMA = Schema.of(Person)
 JSON_SCHEMA = SCHEMA.json_schema
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False),
@@ -61,13 +61,13 @@ people = st.builds(
 
 
 @given(json_data)
-def test_normalization_is_idempotent(data):
+def test_normalization_is_idempotent(data: Any) -> None:
     once = normalize(data, JSON_SCHEMA, (accord.casefold, accord.collapse_whitespace))
     assert normalize(once, JSON_SCHEMA, (accord.casefold, accord.collapse_whitespace)) == once
 
 
 @given(json_data)
-def test_normalization_never_makes_a_valid_value_invalid(data):
+def test_normalization_never_makes_a_valid_value_invalid(data: Any) -> None:
     try:
         SCHEMA.validate(data)
     except accord._schema.ValidationFailure:
@@ -93,7 +93,7 @@ def _rewrite(person: Person, rng: random.Random) -> str:
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(people, st.randoms(use_true_random=False))
-def test_canonical_keys_equal_for_equal_values(person, rng):
+def test_canonical_keys_equal_for_equal_values(person: Person, rng: random.Random) -> None:
     first = read(_rewrite(person, rng), SCHEMA)
     second = read(_rewrite(person, rng), SCHEMA)
     assert isinstance(first, Reading) and isinstance(second, Reading)
@@ -102,7 +102,7 @@ def test_canonical_keys_equal_for_equal_values(person, rng):
 
 
 @given(st.floats(-1e9, 1e9, allow_nan=False))
-def test_float_rounding_groups_transitively(x):
+def test_float_rounding_groups_transitively(x: float) -> None:
     schema = {"type": "number"}
     a = canonical_key(canonical_form(x, schema, 6))
     assert a == canonical_key(canonical_form(float(json.loads(a)), schema, 6))
@@ -113,13 +113,14 @@ answers = st.lists(st.sampled_from(["1", "2", "3", "nope", "2.0", " 3 "]), min_s
 
 @settings(deadline=None)
 @given(answers, st.randoms(use_true_random=False))
-def test_the_winner_does_not_depend_on_ballot_order(texts, rng):
-    def decide(order):
+def test_the_winner_does_not_depend_on_ballot_order(texts: list[str], rng: random.Random) -> None:
+    def decide(order: list[str]) -> tuple[Any, ...]:
         stab = Stabilizer(models.scripted(order), schema=int, vote=Vote(k=len(order), early_stop=False),
                           retry=accord.Retry(attempts=1), on_no_consensus="plurality", schema_in_prompt=False)
         try:
             result = stab.run("q")
         except accord.AccordError as error:
+            assert error.result is not None, error  # every error of a run carries its Result
             result = error.result
         return result.key, result.value, result.votes, result.stable
 
@@ -137,11 +138,11 @@ class Order(BaseModel):
     id: int
     items: list[Item]
     labels: set[str]
-    note: Optional[str] = None
+    note: str | None = None
     total: float = Field(ge=0)
 
     @model_validator(mode="after")
-    def labels_need_a_note(self) -> "Order":  # a cross-field rule an assembly can break
+    def labels_need_a_note(self) -> Order:  # a cross-field rule an assembly can break
         if self.labels and self.note is None:
             raise ValueError("labels need a note")
         return self
@@ -164,12 +165,13 @@ CLASHING = ['{"id": 1, "items": [{"sku": "a", "qty": 1}], "labels": ["x"], "note
 @settings(deadline=None, max_examples=150)
 @given(st.lists(st.one_of(orders.map(json.dumps), st.sampled_from([*CLASHING, "garbage", '{"id": 1, "items": [], "labels": [], "total": -1}'])),
                 min_size=1, max_size=5))
-def test_fieldwise_assembly_validates_or_falls_back_and_values_always_validate(texts):
+def test_fieldwise_assembly_validates_or_falls_back_and_values_always_validate(texts: list[str]) -> None:
     stab = Stabilizer(models.scripted(texts), schema=Order, vote=Vote(k=len(texts), fieldwise=True),
                       retry=accord.Retry(attempts=1), on_no_consensus="plurality")
     try:
         result = stab.run("q")
     except accord.AccordError as error:
+        assert error.result is not None, error  # every error of a run carries its Result
         result = error.result
     if result.value is not None:
         Order.model_validate(result.value.model_dump())  # never an unvalidated value
@@ -187,7 +189,7 @@ class Switches(BaseModel):
     c: int = Field(ge=0, le=1)
 
     @model_validator(mode="after")
-    def exactly_one(self) -> "Switches":
+    def exactly_one(self) -> Switches:
         if self.a + self.b + self.c != 1:
             raise ValueError("exactly one switch is on")
         return self
@@ -198,7 +200,7 @@ ONE_HOT = ['{"a": 1, "b": 0, "c": 0}', '{"a": 0, "b": 1, "c": 0}', '{"a": 0, "b"
 
 @settings(deadline=None, max_examples=100)
 @given(st.lists(st.sampled_from(ONE_HOT), min_size=3, max_size=7))
-def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_winner(texts):
+def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_winner(texts: list[str]) -> None:
     stab = Stabilizer(models.scripted(texts), schema=Switches, vote=Vote(k=len(texts), fieldwise=True, early_stop=False),
                       on_no_consensus="plurality")
     result = stab.run("q")
@@ -207,14 +209,14 @@ def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_winne
     if result.meta.get("fieldwise") == "assembled":
         assert result.field_agreement and result.stable
     elif result.meta["fieldwise"] == "undecided":  # some field had no quorum
-        assert not result.stable and result.votes[result.key] == texts.count(whole)
+        assert not result.stable and result.key is not None and result.votes[result.key] == texts.count(whole)
     else:
         assert result.meta["fieldwise"] == "fell back to the whole-object winner"
         assert result.meta["fieldwise_errors"]
-        assert result.votes[result.key] == texts.count(whole)
+        assert result.key is not None and result.votes[result.key] == texts.count(whole)
 
 
-def test_the_classic_split_assembles_an_invalid_object_and_falls_back():
+def test_the_classic_split_assembles_an_invalid_object_and_falls_back() -> None:
     result = Stabilizer(models.scripted(ONE_HOT), schema=Switches, vote=Vote(k=3, fieldwise=True),
                         on_no_consensus="plurality").run("q")
     # Each field's majority is 0, so the assembly {a: 0, b: 0, c: 0} breaks the model's rule.

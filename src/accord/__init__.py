@@ -4,6 +4,7 @@
 """
 
 from . import determinism, models
+from ._canonical import Unordered
 from ._decorator import Stabilized, stabilize
 from ._errors import (
     AccordError,
@@ -17,16 +18,15 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
-from ._canonical import Unordered
+from ._extract import Extract
 from ._gate import MarginGate
-from .ledger import Ledger
 from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from ._perturb import Perturb, Perturbation
-from ._types import Completion, Feedback, Request, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Grammar, Regex, Schema, ValidationFailure
 from ._stabilizer import Stabilizer
+from ._types import Completion, Feedback, Request, Settings, Usage
 from ._vote import (
     Candidate,
     StopRule,
@@ -38,6 +38,7 @@ from ._vote import (
     stop_when_unanimous,
     stop_when_unbeatable,
 )
+from .ledger import Ledger
 
 __version__ = "0.1.0"
 
@@ -46,10 +47,11 @@ __all__ = [
     "BackendError",
     "Ballot",
     "Budget",
-    "Candidate",
     "BudgetExceeded",
+    "Candidate",
     "Completion",
     "ConfigError",
+    "Extract",
     "Feedback",
     "Grammar",
     "InvalidOutput",

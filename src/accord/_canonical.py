@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._normalize import resolve
 
@@ -24,17 +24,23 @@ UNORDERED = "x-accord-unordered"
 
 class _UnorderedMarker:
     def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
-        schema = handler(core)
+        schema: dict[str, Any] = handler(core)
         schema = handler.resolve_ref_schema(schema) if "$ref" in schema else schema
         schema[UNORDERED] = True
-        return schema  # type: ignore[no-any-return]
+        return schema
 
 
-class Unordered:
-    """``accord.Unordered[list[str]]``: a list whose order carries no meaning (voted as a set)."""
+_T = TypeVar("_T")
 
-    def __class_getitem__(cls, item: Any) -> Any:
-        return Annotated[item, _UnorderedMarker()]
+if TYPE_CHECKING:
+    Unordered = Annotated[_T, ...]  # to a type checker, Unordered[list[str]] is list[str]
+else:
+
+    class Unordered:
+        """``accord.Unordered[list[str]]``: a list whose order carries no meaning (voted as a set)."""
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return Annotated[item, _UnorderedMarker()]
 
 
 def canonical_key(data: Any) -> str:
@@ -78,7 +84,7 @@ class _Canon:
             branches = node.get(key) if isinstance(node, dict) else None
             if isinstance(branches, list):
                 want = "array" if isinstance(data, list) else "object" if isinstance(data, dict) else None
-                for b in map(lambda b: resolve(b, self.root), branches):
+                for b in (resolve(branch, self.root) for branch in branches):
                     if want and (b.get("type") == want or (want == "array" and "items" in b) or (want == "object" and "properties" in b)):
                         return b
         return node

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
-import json
 import inspect
-from typing import Any, Callable
+import json
+from collections.abc import Callable
+from typing import Any
 
 from ._result import Result
 from ._stabilizer import Stabilizer
@@ -30,16 +31,17 @@ class Stabilized:
 
     def stabilizer(self, *args: Any, **kwargs: Any) -> Stabilizer[Any]:
         fn = self.fn
-        if self.is_async:
-            async def call(prompt: Any) -> Any:
-                return await fn(prompt, *args, **kwargs)
-        else:
-            def call(prompt: Any) -> Any:
-                return fn(prompt, *args, **kwargs)
+
+        async def acall(prompt: Any) -> Any:
+            return await fn(prompt, *args, **kwargs)
+
+        def call(prompt: Any) -> Any:
+            return fn(prompt, *args, **kwargs)
+
         fingerprint = self.fingerprint
         if args or kwargs:  # other arguments change the call, so they name a different model call
             fingerprint += json.dumps([args, kwargs], sort_keys=True, default=repr, ensure_ascii=False)
-        return Stabilizer(FunctionBackend(call, fingerprint=fingerprint), self.schema, **self.options)
+        return Stabilizer(FunctionBackend(acall if self.is_async else call, fingerprint=fingerprint), self.schema, **self.options)
 
     def run(self, prompt: Any, *args: Any, **kwargs: Any) -> Result[Any]:
         return self.stabilizer(*args, **kwargs).run(prompt)

@@ -1,17 +1,21 @@
 """Stage 3, extract: from raw model text to JSON-like data, with bounded work.
 
-Handles markdown fences, prose around the value, the first complete JSON value, and a bare choice
-word, number or yes/no. Input longer than ``MAX_CHARS`` or nested deeper than ``MAX_DEPTH`` fails
-fast with :class:`ExtractionFailure` (never a hang or a RecursionError).
+The strict reading: markdown fences, prose around the value, the first complete JSON value, and a
+bare choice word, number or yes/no. When it finds no valid value, ``_read`` reads the text again
+leniently and by the schema (``_candidates``, ``_jsonish``, ``_coerce``) unless the
+:class:`Extract` policy is strict. Input longer than ``MAX_CHARS`` or nested deeper than
+``MAX_DEPTH`` fails fast with :class:`ExtractionFailure` (never a hang or a RecursionError). An
+echoed JSON Schema or type signature is recognised (:func:`echoed`) and is never a value.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from ._normalize import fold
+from ._normalize import fold, resolve, types_of
 from ._schema import Schema
 
 MAX_CHARS = 1_000_000
@@ -25,15 +29,29 @@ _WORD = re.compile(r"[A-Za-z]+")
 _DECODER = json.JSONDecoder()
 
 
+@dataclass(frozen=True)
+class Extract:
+    """How model text becomes data: ``Stabilizer(..., extract=accord.Extract(strict=True))``.
+
+    By default (``strict=False``) a text that does not read as valid JSON of the schema is read
+    again leniently and by the schema: broken JSON repaired, every candidate value in the text
+    scored, schema-justified coercions made, and each repair recorded in ``Ballot.coercions``.
+    ``strict=True`` turns every repair off: only JSON as written (in a fence or in prose) or a
+    bare choice, number or yes/no word is read; normalization and validation are unchanged.
+    """
+
+    strict: bool = False
+
+
 class ExtractionFailure(Exception):
     """The text holds no value of the expected shape; ``errors`` are structured like validation's."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: str = "extract") -> None:
         super().__init__(message)
-        self.errors = [{"loc": (), "msg": message, "type": "extract"}]
+        self.errors = [{"loc": (), "msg": message, "type": kind}]
 
 
-def shape_of(schema: Schema) -> str:
+def shape_of(schema: Schema[Any]) -> str:
     """What to look for in the text: "json", "choice", "number", "bool" or "text"."""
     if schema.kind == "choice":
         return "choice"
@@ -54,7 +72,7 @@ def shape_of(schema: Schema) -> str:
     return "json"
 
 
-def extract(text: str, schema: Schema) -> Any:
+def extract(text: str, schema: Schema[Any]) -> Any:
     """The data the text carries for this schema, or raise :class:`ExtractionFailure`."""
     if not isinstance(text, str):
         raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
@@ -75,7 +93,7 @@ def extract(text: str, schema: Schema) -> Any:
 
 def extract_json(text: str) -> Any:
     """The first complete JSON object or array in the text (fenced blocks first), else the whole text."""
-    _check_depth(text)
+    check_depth(text)
     for match in _FENCE.finditer(text):
         body = match.group(2).strip()
         try:
@@ -98,7 +116,8 @@ def extract_json(text: str) -> Any:
         raise ExtractionFailure("no JSON value found in the output") from None
 
 
-def _check_depth(text: str) -> None:
+def check_depth(text: str) -> None:
+    """Raise :class:`ExtractionFailure` for text nested deeper than ``MAX_DEPTH``."""
     depth = deepest = 0
     for char in re.findall(r"[\[\]{}]", text):
         depth = depth + 1 if char in "[{" else max(depth - 1, 0)
@@ -175,3 +194,106 @@ def _bool(text: str) -> bool | str:
         if word.lower() in _BOOL_WORDS:
             return _BOOL_WORDS[word.lower()]
     raise ExtractionFailure("no yes/no answer found in the output")
+
+
+# -- an echoed schema is not a value ----------------------------------------------------------------
+
+ECHO = "the answer repeats the schema instead of giving values"
+_KEYWORDS = {"type", "properties", "items", "required", "enum", "format", "pattern", "minimum", "maximum", "$ref", "anyOf",
+             "oneOf", "allOf", "additionalProperties", "definitions", "$defs", "$schema", "title", "default", "const"}
+_NODE_KEYS = {"title", "description", "required", "items", "enum", "format", "default", "minimum", "maximum"}
+_JSON_TYPES = {"object", "array", "string", "integer", "number", "boolean", "null", "json"}
+_TYPE_NAMES = {
+    "string": {"string", "str"},
+    "integer": {"int", "integer", "number"},
+    "number": {"float", "number", "double"},
+    "boolean": {"bool", "boolean"},
+    "date": {"date", "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")'},
+}
+
+
+def echoed(data: Any, schema: Schema[Any]) -> bool:
+    """Whether extracted data is the schema itself (or its rendered signature), not a value.
+
+    A JSON Schema echo: an object with schema keywords (``properties``, ``$defs``, ``$ref``, or a
+    JSON type name under ``type`` beside ``title``/``required``/...), where the schema wants an
+    object with named fields and none of them is such a keyword (a free-form object may hold a
+    schema). A signature echo: every string field that has a type holds that type's name
+    (``{"name": "string", "age": 0}``, ``{"date": "YYYY-MM-DD"}``); one such field among real
+    values is a value (``"type": "string"`` is a fine value for a field named type).
+    """
+    if len(schema.field_names & _KEYWORDS) >= 2:
+        return False  # the schema describes schema-like documents (a meta-schema): an echo is a value
+    root = schema.json_schema or {}
+    walker = _Echo(root)
+    return walker.walk(data, root, 0) or (walker.named > 0 and walker.named == walker.typed)
+
+
+class _Echo:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.typed = 0  # string leaves at a place with a type
+        self.named = 0  # ... that hold the name of that type
+
+    def walk(self, data: Any, node: Any, depth: int) -> bool:
+        if depth > 32:
+            return False
+        node = resolve(node, self.root) if node is not None else {}
+        if isinstance(data, dict):
+            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+            types = types_of(node)
+            if types and "object" not in types and not props:
+                return self.node_like(data)  # an object where a scalar belongs: is it the scalar's schema?
+            if not props:
+                return False  # a free-form object (or no schema here): anything may be in it, a schema too
+            if self.schema_like(data, props):
+                return True
+            extra = node.get("additionalProperties")
+            return any(
+                self.walk(value, props.get(key, extra if isinstance(extra, dict) else None), depth + 1)
+                for key, value in data.items()
+            )
+        if isinstance(data, list):
+            items = node.get("items") if isinstance(node.get("items"), dict) else None
+            return any(self.walk(value, items, depth + 1) for value in data[:64])
+        if isinstance(data, str) and node:
+            names = self.names(node)
+            if names:
+                self.typed += 1
+                self.named += fold(data) in names
+        return False
+
+    @staticmethod
+    def schema_like(data: dict[str, Any], props: dict[str, Any]) -> bool:
+        """An object that is a JSON Schema node: its keywords, with the values schemas give them."""
+        keys = set(data) - set(props)
+        for key in keys & {"properties", "$defs", "definitions"}:
+            if isinstance(data[key], dict) and data[key] and all(isinstance(v, dict) for v in data[key].values()):
+                return True
+        for key in keys & {"anyOf", "oneOf", "allOf"}:
+            if isinstance(data[key], list) and data[key] and all(isinstance(v, dict) for v in data[key]):
+                return True
+        if "$ref" in keys and isinstance(data["$ref"], str) and data["$ref"].startswith("#") and len(data) <= 3:
+            return True
+        if "type" not in keys or not _Echo.node_like(data):
+            return False
+        shaped = (isinstance(data.get("items"), dict), isinstance(data.get("enum"), list),
+                  isinstance(data.get("required"), list) and all(isinstance(r, str) for r in data["required"]))
+        return any(shaped)  # a type with the structure schemas give it, not only a title
+
+    @staticmethod
+    def node_like(data: dict[str, Any]) -> bool:
+        """``{"title": "Age", "type": "integer"}``: a JSON type name beside a schema keyword."""
+        kind = data.get("type")
+        return isinstance(kind, str) and kind in _JSON_TYPES and bool(set(data) & _NODE_KEYS)
+
+    def names(self, node: dict[str, Any]) -> set[str]:
+        if "enum" in node or "const" in node:
+            return set()
+        for key in ("anyOf", "oneOf"):
+            if isinstance(node.get(key), list):
+                return set().union(*(self.names(resolve(b, self.root)) for b in node[key]))
+        types = types_of(node)
+        if node.get("format") in ("date", "date-time"):
+            return _TYPE_NAMES["date"] | _TYPE_NAMES["string"]
+        return set().union(*(_TYPE_NAMES.get(t, set()) for t in types)) if types else set()

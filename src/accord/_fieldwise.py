@@ -11,8 +11,9 @@ the whole-object winner when it does not validate.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ._canonical import canonical_key, is_set_like
 from ._normalize import resolve
@@ -29,27 +30,27 @@ _STRENGTH = {"unanimous": 0, "unbeatable": 1, "confident": 2, "k reached": 3}
 def flatten(form: Any, schema: dict[str, Any] | None) -> dict[Path, str]:
     """Path -> vote key for every node of a canonical form."""
     out: dict[Path, str] = {}
-    _flatten(form, schema or {}, schema or {}, (), out, 0)
+    _flatten(form, schema or {}, schema or {}, (), out, depth=0)
     return out
 
 
-def _flatten(data: Any, node: Any, root: dict[str, Any], path: Path, out: dict[Path, str], depth: int) -> None:
+def _flatten(data: Any, node: Any, root: dict[str, Any], path: Path, out: dict[Path, str], *, depth: int) -> None:
     node = resolve(node, root) if depth < 64 else {}
     if isinstance(data, dict):
         out[path] = OBJECT
         props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         extra = node.get("additionalProperties") if isinstance(node.get("additionalProperties"), dict) else None
         for key, value in data.items():
-            _flatten(value, props.get(key, extra), root, path + (key,), out, depth + 1)
+            _flatten(value, props.get(key, extra), root, (*path, key), out, depth=depth + 1)
     elif isinstance(data, list) and is_set_like(node):
         out[path] = SET
         for item in data:
-            out[path + (("member", canonical_key(item)),)] = IN
+            out[(*path, ("member", canonical_key(item)))] = IN
     elif isinstance(data, list):
         out[path] = f"[{len(data)}]"
         items = node.get("items") if isinstance(node.get("items"), dict) else None
         for i, value in enumerate(data):
-            _flatten(value, items, root, path + (i,), out, depth + 1)
+            _flatten(value, items, root, (*path, i), out, depth=depth + 1)
     else:
         out[path] = canonical_key(data)
 
@@ -110,15 +111,15 @@ def decide(flats: Sequence[dict[Path, str]], done: int, vote: Vote) -> Assembly:
         if key == OBJECT:
             out = {}
             for token in children.get(path, []):
-                value = build(path + (token,))
+                value = build((*path, token))
                 if value is not _MISSING:
                     out[token] = value
             return out
         if key == SET:
-            members = [t for t in children.get(path, []) if build(path + (t,)) is not _MISSING]
+            members = [t for t in children.get(path, []) if build((*path, t)) is not _MISSING]
             return [json.loads(t[1]) for t in sorted(members, key=lambda t: t[1])]
         if key.startswith("[") and key.endswith("]") and key[1:-1].isdigit():
-            return [build(path + (i,)) for i in range(int(key[1:-1]))]
+            return [build((*path, i)) for i in range(int(key[1:-1]))]
         if key == ABSENT:
             return _MISSING
         return True if key == IN else json.loads(key)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pydantic_core import core_schema
 
@@ -69,6 +70,8 @@ def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNorma
 
 def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
     """Follow local ``$ref``s (``#/...``) to the schema node they name; ``{}`` when unknown."""
+    if type(node) is dict and "$ref" not in node:
+        return node  # the common case, first: no reference to follow
     for _ in range(32):  # bounded: a cycle of bare $refs ends here
         if not isinstance(node, dict):
             return {}
@@ -76,8 +79,8 @@ def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#"):
             return node
         target: Any = root
-        for part in ref[2:].split("/") if len(ref) > 1 else ():
-            part = part.replace("~1", "/").replace("~0", "~")
+        for escaped in ref[2:].split("/") if len(ref) > 1 else ():
+            part = escaped.replace("~1", "/").replace("~0", "~")
             target = target.get(part) if isinstance(target, dict) else None
         node = target
     return {}

@@ -24,7 +24,7 @@ the user gave the backend, and accord never changes it outside one perturbed bal
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 from ._errors import ConfigError
 
@@ -84,7 +84,7 @@ class Perturb:
     kinds: tuple[Perturbation, ...]
     reference: str | None
 
-    def __init__(self, *kinds: Union[str, Perturbation, tuple[()]], reference: str | None = "float32") -> None:
+    def __init__(self, *kinds: str | Perturbation | tuple[()], reference: str | None = "float32") -> None:
         if reference not in REFERENCES:
             raise ConfigError(f"Perturb(reference=...) must be 'float32' or None, got {reference!r}")
         if len(kinds) == 1 and kinds[0] == ():

@@ -28,7 +28,7 @@ the precision floor, and otherwise its float32 ballot settles the vote.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Tuple
+from typing import TYPE_CHECKING, Any
 
 from ._perturb import compute_dtype
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._gate import MarginGate
     from .backends._base import Backend
 
-Computation = Tuple[str, bool]  # (compute dtype, under a small perturbation)
+Computation = tuple[str, bool]  # (compute dtype, under a small perturbation)
 
 SMALL = ("batch", "attention", "threads")
 

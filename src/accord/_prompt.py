@@ -8,15 +8,26 @@ to text only here; the context never grows with attempts.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from ._schema import Schema, skeleton
 from ._types import Feedback, Message, Prompt
-from ._schema import Schema
 
 _MAX_FEEDBACK_ERRORS = 8
 
 
-def render_feedback(feedback: Feedback) -> str:
-    """One short block naming the failing fields and why."""
+def render_feedback(feedback: Feedback, schema: Schema[Any] | None = None) -> str:
+    """One short block naming the failing fields and why.
+
+    An answer that repeated the schema gets told so, with the shape to fill in (field names and
+    ``...`` where values go), so the retry does not see the prompt that made it echo.
+    """
+    if any(error.get("type") == "schema_echo" for error in feedback.errors):
+        lines = ["Your previous answer repeated the schema instead of answering the question."]
+        if schema is not None and schema.json_schema and schema.kind in {"object", "type", "json"}:
+            lines.append(f"Answer with the values themselves, in this shape: {skeleton(schema.json_schema)}")
+        lines.append("Replace each ... with the value from the question.")
+        return "\n".join(lines)
     if feedback.kind == "extract":
         head = "Your previous answer could not be read"
     elif feedback.kind == "truncated":
@@ -27,20 +38,32 @@ def render_feedback(feedback: Feedback) -> str:
     for error in feedback.errors[:_MAX_FEEDBACK_ERRORS]:
         loc = ".".join(str(p) for p in error.get("loc", ())) or "answer"
         got = f" (got {json.dumps(error['input'], ensure_ascii=False)})" if "input" in error else ""
-        lines.append(f"- {loc}: {error.get('msg', 'invalid')}{got}")
+        shape = _shape(schema, error) if schema is not None else None
+        lines.append(f"- {loc}: {error.get('msg', 'invalid')}{got}{f'; write it as {shape}' if shape else ''}")
     if len(feedback.errors) > _MAX_FEEDBACK_ERRORS:
         lines.append(f"- and {len(feedback.errors) - _MAX_FEEDBACK_ERRORS} more")
     lines.append("Answer again, correcting these errors.")
     return "\n".join(lines)
 
 
-def build_input(prompt: Prompt, schema: Schema, *, hint: bool, feedback: Feedback | None) -> Prompt:
+_SHAPE_ERRORS = {"model_type", "model_attributes_type", "dict_type", "list_type", "type"}
+
+
+def _shape(schema: Schema[Any], error: dict[str, Any]) -> str | None:
+    """For an object or list written as something else, the shape it takes (``{"city": ...}``)."""
+    if error.get("type") not in _SHAPE_ERRORS or not schema.json_schema:
+        return None
+    shape = skeleton(schema.json_schema, tuple(error.get("loc", ())))
+    return shape if shape != "..." else None
+
+
+def build_input(prompt: Prompt, schema: Schema[Any], *, hint: bool, feedback: Feedback | None) -> Prompt:
     """The prompt as sent: the user's prompt, the schema hint if asked, the feedback if any."""
     extras = []
     if hint:
         extras.append(schema.render())
     if feedback is not None:
-        extras.append(render_feedback(feedback))
+        extras.append(render_feedback(feedback, schema))
     if not extras:
         return prompt
     if isinstance(prompt, str):

@@ -1,25 +1,63 @@
-"""One model output, read top to bottom: extract -> normalize -> validate -> canonicalize."""
+"""One model output, read top to bottom: extract -> normalize -> validate -> canonicalize.
+
+First strictly: the value as written (``_extract``). If that gives no valid value, and the
+:class:`~accord.Extract` policy allows, leniently and by the schema: every candidate value in the
+text (``_candidates``: fenced blocks, JSON-like spans repaired by ``_jsonish``, ``key: value``
+blocks, and a bare answer to a one-field object), each bent toward the schema (``_coerce``) and
+validated; the valid one with the fewest and smallest repairs wins, the earliest on a tie. What
+was done is kept on the Reading (``coercions``), so every ballot says it. A candidate that is
+the schema echoed back is never a value.
+"""
 
 from __future__ import annotations
 
+import re
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
-from ._extract import ExtractionFailure, extract
-from ._normalize import normalize
+from ._coerce import Coercion, coerce
+from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._jsonish import Fix
+from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
 from ._validate import ValidationFailure, validate
+
+IMPLIED = "the bare answer as the only field"
+STRICT = Extract(strict=True)
+LENIENT = Extract()
+_FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
+              "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
+# Text that may hold an echoed schema: any type name at all (for text read leniently).
+_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
+_ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "oneOf", "allOf", "type", "title"})
+_TYPE_NAMES = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
+                         "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
+_NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
+_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
+_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
+_STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:\.\d+)?)\**\s*\.?", re.I)
+_LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A valid output: the validated value, its JSON data, its canonical form and vote key."""
+    """A valid output: the validated value, its JSON data, its canonical form and vote key, and the
+    repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written).
+    ``open_ended``: its last value ran to the very end of the text with nothing to close it
+    (``key: value`` lines, a bare answer), so a text cut off at ``max_tokens`` may have cut it
+    (the run loop then treats it as truncated)."""
 
     value: Any
     data: Any
     form: Any
     key: str
+    coercions: tuple[dict[str, str], ...] = ()
+    open_ended: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,21 +77,264 @@ def read(
     schema: Schema[Any],
     normalizers: Sequence[Callable[[str], str]] = (),
     float_digits: int = DEFAULT_FLOAT_DIGITS,
+    policy: Extract = LENIENT,
 ) -> Reading | Misreading:
     """Turn one model output into a Reading (valid) or a Misreading (why not).
 
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
-    floats keep in the vote key.
+    floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
     """
+    json_shape, root_types = _shape(schema)
+    if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
+        return _strict(text, schema, normalizers, float_digits)
+    tried: tuple[Any, Reading | Misreading] | None = None
+    try:
+        raw = extract(text, schema)  # the value as written first: clean JSON costs what it always did
+    except ExtractionFailure as failure:
+        if str(failure.errors[0]["msg"]).startswith(("output nested", "output too long")):
+            return Misreading("extract", tuple(failure.errors))
+    else:
+        if _fits_root(raw, root_types):
+            reading = _settle(raw, schema, normalizers, float_digits)
+            tried = (raw, reading)
+            if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
+                return reading
+    found = _lenient(text, schema, normalizers, float_digits, tried)
+    return found if found is not None else Misreading("extract", _NOTHING)
+
+
+def _may_echo(data: Any) -> bool:
+    """A cheap test before :func:`echoed` on valid JSON as written (so clean JSON pays ~1 us): an
+    echo has schema keywords at its top level, or no top-level text that is not a type name."""
+    if isinstance(data, list):
+        return any(_may_echo(item) for item in data[:8])
+    if not isinstance(data, dict):
+        return isinstance(data, str) and data.strip().casefold() in _TYPE_NAMES
+    if not _ECHO_KEYS.isdisjoint(data):
+        return True
+    for value in data.values():
+        if isinstance(value, str):
+            return value.strip().casefold() in _TYPE_NAMES  # one real text: no signature echo
+    return True
+
+
+_SHAPES: weakref.WeakKeyDictionary[Schema[Any], tuple[bool, frozenset[str]]] = weakref.WeakKeyDictionary()
+
+
+def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str]]:
+    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema."""
+    known = _SHAPES.get(schema)
+    if known is None:
+        root = schema.json_schema or {}
+        types = types_of(root) or ({"object"} if "properties" in root else set())
+        known = _SHAPES[schema] = (shape_of(schema) == "json", frozenset(types))
+    return known
+
+
+def _fits_root(data: Any, types: frozenset[str]) -> bool:
+    """Whether data may be of the schema's top-level type (a list is never an object)."""
+    if not types:
+        return True
+    kind = "object" if isinstance(data, dict) else "array" if isinstance(data, list) else None
+    return kind is None or kind in types
+
+
+def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading:
+    """The value as written (``_extract``), with no repair."""
     try:
         raw = extract(text, schema)
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
-    data = normalize(raw, schema.json_schema, normalizers)
+    reading = _settle(raw, schema, normalizers, float_digits)
+    if isinstance(reading, Reading) and _may_echo(raw) and echoed(raw, schema):
+        return _echo()
+    return reading
+
+
+def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+            coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
+    """normalize -> validate -> canonicalize of extracted data."""
+    checked = _check(data, schema, normalizers)
+    return checked if isinstance(checked, Misreading) else _finish(checked, schema, float_digits, coercions)
+
+
+def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> Any:
+    """normalize -> validate: the validated value, or a Misreading."""
+    normalized = normalize(data, schema.json_schema, normalizers)
     try:
-        value, data = validate(data, raw, schema)
+        value, _ = validate(normalized, data, schema)
     except ValidationFailure as failure:
         return Misreading("validate", tuple(failure.errors))
+    return value
+
+
+def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...],
+            open_ended: bool = False) -> Reading | Misreading:
+    """canonicalize a validated value into its Reading."""
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
-    return Reading(value, dumped, form, canonical_key(form))
+    try:
+        key = canonical_key(form)
+    except ValueError:  # NaN or infinity: JSON has no such number, so no vote key either
+        return Misreading("validate", ({"loc": (), "msg": "not a finite number", "type": "finite_number"},))
+    return Reading(value, dumped, form, key, coercions, open_ended)
+
+
+def _echo() -> Misreading:
+    return Misreading("extract", ({"loc": (), "msg": ECHO, "type": "schema_echo"},))
+
+
+def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+             tried: tuple[Any, Reading | Misreading] | None = None) -> Reading | Misreading | None:
+    """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
+
+    A candidate that is JSON as written and valid as it is wins at once (the strict reading:
+    clean JSON costs what it did before any repair existed)."""
+    tally = _Tally()
+    lowered = text.lower()
+    hinted = any(word in lowered for word in _ANY_HINT)
+    deferred = []
+    for candidate in _found(text, schema):
+        if tally.best is not None and tally.best[0] <= FLOORS[candidate.origin]:
+            break  # nothing from here on can cost less than the best so far
+        if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
+            # (the strict reading already found this very value invalid: not validated twice)
+            same = tried is not None and isinstance(tried[1], Misreading) and (candidate.data is tried[0] or candidate.data == tried[0])
+            checked = tried[1] if same and tried is not None else _check(candidate.data, schema, normalizers)
+            if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
+                return _finish(checked, schema, float_digits, ())
+        fixed = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes)
+        data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
+        if not candidate.fixes and not coercions:  # invalid as written, and nothing to coerce
+            if hinted and echoed(candidate.data, schema):
+                tally.echo = True
+            elif isinstance(checked, Misreading):
+                tally.fail(checked)
+            continue
+        if candidate.fixes and not any(c.breaking for c in coercions) and (tally.best is None or fixed < tally.best[0]):
+            # Nothing the coercer would change makes the data invalid as it stands, so the data as
+            # read is tried first: a value valid as it is is never coerced (a key "start " stays).
+            found = _try(candidate, candidate.data, [], fixed, schema=schema, normalizers=normalizers, hinted=hinted)
+            if not isinstance(found, Misreading) or not coercions:
+                tally.take(found)
+                continue
+        cost = fixed + sum(c.cost for c in coercions)
+        if not tally.beaten_by(cost):
+            continue  # cannot win: an earlier candidate is at least as good
+        if misfits:
+            # Validation may still accept it (a format or pattern the coercer does not model),
+            # but a candidate that fits the schema's types is tried first.
+            deferred.append((candidate, data, coercions, cost))
+            continue
+        tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
+    if tally.best is None:
+        for candidate, data, coercions, cost in deferred:
+            if tally.beaten_by(cost):
+                tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
+    if tally.best is not None:
+        return _finish(tally.best[1], schema, float_digits, tally.best[2], open_ended=tally.best[3])
+    if tally.echo:
+        return _echo()
+    return tally.failure
+
+
+_Found = tuple[int, Any, tuple[dict[str, str], ...], bool]  # (cost, value, coercions, open-ended)
+
+
+class _Tally:
+    """The candidates tried so far: the best valid one, whether one was an echo, the most telling failure."""
+
+    def __init__(self) -> None:
+        self.best: _Found | None = None
+        self.echo = False
+        self.failure: Misreading | None = None
+
+    def beaten_by(self, cost: int) -> bool:
+        """Whether a candidate of this cost could beat the best so far."""
+        return self.best is None or cost < self.best[0]
+
+    def take(self, found: _Found | Misreading | str) -> None:
+        if isinstance(found, tuple):
+            self.best = found
+        elif found == "echo":
+            self.echo = True
+        elif isinstance(found, Misreading):
+            self.fail(found)
+
+    def fail(self, found: Misreading) -> None:
+        if self.failure is None or len(found.errors) < len(self.failure.errors):
+            self.failure = found
+
+
+def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
+    """Every candidate in the text, then the bare answer to a one-field object."""
+    yield from iter_candidates(text)
+    implied = _implied(text, schema)
+    if implied is not None:
+        yield implied
+
+
+def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
+         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> _Found | Misreading | str:
+    """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
+    checked = _check(data, schema, normalizers)
+    if hinted and _may_echo(candidate.data) and echoed(candidate.data, schema):
+        return "echo"  # an echo is never a value, valid or not
+    if isinstance(checked, Misreading):
+        return checked
+    return cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])), candidate.open_end
+
+
+def _fix(fix: Fix) -> dict[str, str]:
+    return {"path": ".".join(map(str, fix.path)), "fix": fix.kind}
+
+
+def _dedupe(items: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for item in items:
+        mark = (item["path"], item["fix"])
+        if mark not in seen:
+            seen.add(mark)
+            out.append(item)
+    return out
+
+
+def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
+    """A bare answer to an object of one field (``Yes.`` for ``{answer: bool}``), as that object.
+
+    Only when the text is nothing but the answer (a number, an equation's result, "the answer is
+    N", a yes/no word opening the text, an enum member, a date), or its first line is "the answer
+    is N", so prose never turns into a value.
+    """
+    root = schema.json_schema or {}
+    props: dict[str, Any] = root["properties"] if isinstance(root.get("properties"), dict) else {}
+    if len(props) != 1:
+        return None
+    name, node = next(iter(props.items()))
+    node = resolve(node, root)
+    types = types_of(node)
+    bare = _unwrap(text).strip("*_").strip().rstrip(".!").strip()  # markdown emphasis too: **24**
+    value: Any = None
+    open_end = True  # the answer is the end of the text, so a cut would not show
+    if types & {"integer", "number"}:
+        first_line = text.strip().split("\n", 1)[0].strip()
+        for pattern, where in ((_BARE_NUMBER, bare), (_EQUATION, bare), (_STATED, bare), (_STATED, first_line)):
+            match = pattern.fullmatch(where)
+            if match:
+                token = match.group(match.lastindex or 0)
+                value = float(token) if "." in token else int(token)
+                open_end = where is bare
+                break
+    elif "boolean" in types:
+        match = _LEADING_BOOL.match(bare)
+        if match:
+            value = _bool(match.group(1))
+            open_end = match.end() >= len(bare)
+    elif (isinstance(node.get("enum"), list) or node.get("format") in ("date", "date-time")) and (
+        bare and "\n" not in bare and len(bare) <= 64
+    ):
+        value = bare
+    if value is None:
+        return None
+    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end)

@@ -22,7 +22,9 @@ class Ballot:
     ``slot`` is the vote slot (ballot number) and ``attempt`` the call within it (1 = first).
     ``status``: "valid", "invalid" (extraction or validation failed), "error" (the backend
     failed), or "cancelled" (abandoned once the vote was decided or the budget ran out).
-    ``error`` is structured: ``{"stage", "message", "errors"}``.
+    ``error`` is structured: ``{"stage", "message", "errors"}``. ``coercions``: what reading the
+    text took, one ``{"path", "fix"}`` per repair or schema coercion (empty when it was valid JSON
+    of the schema as written; see ``accord.Extract``).
     """
 
     slot: int
@@ -40,6 +42,7 @@ class Ballot:
     min_margin: float | None = None
     fragile_steps: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    coercions: tuple[dict[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class Ballot:
             "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
             "meta": _jsonable(self.meta),
+            "coercions": [dict(c) for c in self.coercions],
         }
 
 
@@ -105,6 +109,14 @@ class Result(Generic[T]):
     def engine(self) -> str | None:
         return self.meta.get("engine")
 
+    @property
+    def coercions(self) -> tuple[dict[str, str], ...]:
+        """What reading the winning value's text took (its first valid ballot's ``coercions``)."""
+        for ballot in self.ballots:
+            if ballot.status == "valid" and ballot.key == self.key:
+                return ballot.coercions
+        return ()
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "value": self.data,
@@ -122,6 +134,7 @@ class Result(Generic[T]):
             "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
             "replayed": self.replayed,
+            "coercions": [dict(c) for c in self.coercions],
             "meta": _jsonable(self.meta),
             "environment": _jsonable(self.environment),
             "ballots": [b.to_dict() for b in self.ballots],

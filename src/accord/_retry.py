@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +61,11 @@ class Retry:
 
     def again(self, attempt: int, seconds: float) -> bool:
         """May a ballot that made ``attempt`` calls with invalid output try once more?"""
-        stop = self.stop or tenacity.stop_after_attempt(self.attempts)
+        stop: Callable[[Any], bool] = self.stop or tenacity.stop_after_attempt(self.attempts)  # reads the _State slice
         return not stop(_State(attempt, seconds))
 
     def again_after_fault(self, faults: int, seconds: float) -> bool:
-        stop = self.transport_stop or tenacity.stop_after_attempt(self.transport_attempts)
+        stop: Callable[[Any], bool] = self.transport_stop or tenacity.stop_after_attempt(self.transport_attempts)
         return not stop(_State(faults, seconds))
 
     def backoff(self, faults: int, retry_after: float | None = None) -> float:

@@ -139,10 +139,28 @@ class Schema(Generic[T]):
         if self._adapter is not None:
             return self._adapter.json_schema()
         if self.kind == "json":
-            return self.source
+            return typing.cast("dict[str, Any]", self.source)
         if self.kind == "regex":
             return {"type": "string", "pattern": self.source.pattern}
         return None
+
+    @cached_property
+    def field_names(self) -> frozenset[str]:
+        """Every property name the JSON Schema declares, at any depth (for a grammar, none)."""
+        names: set[str] = set()
+        todo: list[Any] = [self.json_schema or {}]
+        seen = 0
+        while todo and seen < 10_000:  # bounded: a huge schema is read only so far
+            node = todo.pop()
+            seen += 1
+            if isinstance(node, dict):
+                props = node.get("properties")
+                if isinstance(props, dict):
+                    names.update(k for k in props if isinstance(k, str))
+                todo.extend(node.values())
+            elif isinstance(node, list):
+                todo.extend(node)
+        return frozenset(names)
 
     @cached_property
     def choices(self) -> tuple[Any, ...] | None:
@@ -168,8 +186,7 @@ class Schema(Generic[T]):
             return f"Answer with text matching the regular expression {self.source.pattern}"
         if self.kind == "grammar":
             return f"Answer in this grammar (Lark):\n{self.source.lark.strip()}"
-        schema = json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False)
-        return f"Answer with a JSON value that matches this JSON Schema:\n{schema}"
+        return f"Answer in JSON using this schema:\n{signature(self.json_schema or {})}"
 
     # -- validation --------------------------------------------------------------------------
 
@@ -177,7 +194,7 @@ class Schema(Generic[T]):
         """Return the validated value, or raise :class:`ValidationFailure` with structured errors."""
         if self._adapter is not None:
             try:
-                return self._adapter.validate_python(data)
+                return self._adapter.validate_python(data)  # type: ignore[no-any-return]  # the adapter is of T
             except pydantic.ValidationError as exc:
                 raise ValidationFailure(
                     [
@@ -220,6 +237,129 @@ class Schema(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Schema({self.kind}: {self.name})"
+
+
+# -- the compact rendering ---------------------------------------------------------------------
+
+_TYPE_WORDS = {"string": "string", "integer": "int", "number": "float", "boolean": "bool", "null": "null"}
+_FORMAT_WORDS = {"date": 'string (a date, "YYYY-MM-DD")', "date-time": 'string (ISO 8601 date and time)', "time": "string (HH:MM:SS)"}
+_SIGNATURE_DEPTH = 8
+
+
+def signature(schema: dict[str, Any]) -> str:
+    """A JSON Schema as a compact type signature, in the style of BAML's and DSPy's adapters.
+
+    ``{"name": string, "age": int, "tags": string[]}``, one field per line, nested objects
+    indented, enums as ``"a" | "b"``, descriptions and bounds as ``//`` comments, a comma after
+    every field as BAML writes it. Small models copy a full JSON Schema back instead of
+    answering; they answer a signature. (Measured on benchmarks/prompt_mode.py: without the last
+    commas, SmolLM2-135M over ``transformers serve`` was valid on 20 of 24 items, with them 23.)
+    """
+    return _Signature(schema).render(schema, 0)
+
+
+class _Signature:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+
+    def render(self, node: Any, depth: int) -> str:
+        from ._normalize import resolve
+
+        node = resolve(node, self.root)
+        if not isinstance(node, dict) or depth > _SIGNATURE_DEPTH:
+            return "any"
+        for key in ("anyOf", "oneOf"):
+            if isinstance(node.get(key), list) and node[key]:
+                members = [self.render(b, depth) for b in node[key]]
+                return " or ".join(dict.fromkeys(members))
+        if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
+            return self.render(node["allOf"][0], depth)
+        if isinstance(node.get("enum"), list):
+            return " | ".join(json.dumps(m, ensure_ascii=False) for m in node["enum"])
+        if "const" in node:
+            return json.dumps(node["const"], ensure_ascii=False)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            return " or ".join(self.render({**node, "type": k}, depth) for k in kind)
+        if kind == "object" or "properties" in node:
+            return self.object(node, depth)
+        if kind == "array" or "items" in node or "prefixItems" in node:
+            if isinstance(node.get("prefixItems"), list):
+                return "[" + ", ".join(self.render(p, depth + 1) for p in node["prefixItems"]) + "]"
+            inner = self.render(node.get("items", {}), depth)
+            return f"({inner})[]" if " " in inner and not inner.startswith("{") else f"{inner}[]"
+        if kind == "string" and node.get("format") in _FORMAT_WORDS:
+            return _FORMAT_WORDS[node["format"]]
+        return _TYPE_WORDS.get(kind, "any") if isinstance(kind, str) else "any"
+
+    def object(self, node: dict[str, Any], depth: int) -> str:
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        if not props:
+            extra = node.get("additionalProperties")
+            return f"map of string to {self.render(extra, depth + 1)}" if isinstance(extra, dict) else "object"
+        required = set(node.get("required") or ())
+        pad = "  " * (depth + 1)
+        lines = ["{"]
+        for name, child in props.items():
+            notes = _notes(child if isinstance(child, dict) else {}, name in required)
+            comment = f" // {'; '.join(notes)}" if notes else ""
+            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)},{comment}")
+        lines.append("  " * depth + "}")
+        return "\n".join(lines)
+
+
+def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
+    """The value's shape on one line, ``...`` where each value goes: ``{"name": ..., "tags": [...]}``.
+
+    ``at``: the path of a part of the value (an error's ``loc``): that part's shape. Not JSON on
+    purpose: a model that copies it back gives no value.
+    """
+    from ._normalize import resolve
+
+    node: Any = schema
+    for step in at:
+        node = resolve(node, schema)
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        if isinstance(step, str) and step in props:
+            node = props[step]
+        elif isinstance(step, int) and isinstance(node.get("items"), dict):
+            node = node["items"]
+        else:
+            return "..."
+    return _skeleton(node, schema, 0)
+
+
+def _skeleton(node: Any, root: dict[str, Any], depth: int) -> str:
+    from ._normalize import resolve
+
+    node = resolve(node, root)
+    if not isinstance(node, dict) or depth > _SIGNATURE_DEPTH:
+        return "..."
+    for key in ("anyOf", "oneOf"):
+        if isinstance(node.get(key), list) and node[key]:
+            return _skeleton(node[key][0], root, depth)
+    props = node.get("properties")
+    if isinstance(props, dict) and props:
+        inner = ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_skeleton(v, root, depth + 1)}" for k, v in props.items())
+        return "{" + inner + "}"
+    if node.get("type") == "array" and isinstance(node.get("items"), dict):
+        return f"[{_skeleton(node['items'], root, depth + 1)}, ...]"
+    return "..."
+
+
+def _notes(node: dict[str, Any], required: bool) -> list[str]:
+    notes = []
+    if isinstance(node.get("description"), str):
+        notes.append(" ".join(node["description"].split())[:120])
+    for key, word in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"),
+                      ("minLength", "length >="), ("maxLength", "length <="), ("minItems", "items >="), ("maxItems", "items <=")):
+        if isinstance(node.get(key), (int, float)) and not isinstance(node.get(key), bool):
+            notes.append(f"{word} {node[key]}")
+    if isinstance(node.get("pattern"), str):
+        notes.append(f"matches {node['pattern']}")
+    if not required:
+        notes.append("optional")
+    return notes
 
 
 def _json_validator(schema: dict[str, Any]) -> Any:

@@ -3,30 +3,54 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import logging
 import sys
 import threading
-from typing import Any, Awaitable, Callable, Generic, Iterable, Sequence, TypeVar, overload
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
-from .run._drive import adrive, drive
 from ._errors import AccordError, ConfigError
-from .run._loop import Policy, decide
+from ._extract import Extract
 from ._gate import MarginGate
 from ._perturb import Perturb
-from ._types import Prompt, Settings, Usage
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._schema import Schema
+from ._types import Prompt, Settings, Usage
 from ._vote import Vote
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
+from .run._drive import adrive, drive
+from .run._loop import Policy, decide
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("accord")
 
 DEFAULT_VOTE = Vote(k=5, gate=MarginGate())
+
+
+class Options(TypedDict, total=False):
+    """The keyword options of :class:`Stabilizer` (for type checkers; the signature is the truth)."""
+
+    vote: Vote | None
+    retry: Retry | None
+    budget: Budget | None
+    normalize: Sequence[Callable[[str], str]]
+    schema_in_prompt: bool
+    max_tokens: int | None
+    temperature: float
+    seed: int | None
+    stop: Sequence[str] | None
+    on_no_consensus: str
+    on_ballot: Callable[[Ballot], Any] | None
+    perturb: Any
+    extract: Extract | None
+    ledger: Any
 
 
 class Stabilizer(Generic[T]):
@@ -40,13 +64,14 @@ class Stabilizer(Generic[T]):
     backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
     (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
-    can apply them; ``accord.Perturb(())`` for none).
+    can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
+    (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
     """
 
     @overload
-    def __init__(self: Stabilizer[T], model: Any, schema: type[T], **options: Any) -> None: ...
+    def __init__(self: Stabilizer[T], model: Any, schema: type[T], **options: Unpack[Options]) -> None: ...
     @overload
-    def __init__(self: Stabilizer[Any], model: Any, schema: Any, **options: Any) -> None: ...
+    def __init__(self: Stabilizer[Any], model: Any, schema: Any, **options: Unpack[Options]) -> None: ...
 
     def __init__(
         self,
@@ -66,6 +91,7 @@ class Stabilizer(Generic[T]):
         on_ballot: Callable[[Ballot], Any] | None = None,
         perturb: Any = None,
         ledger: Any = None,
+        extract: Extract | None = None,
     ) -> None:
         self.model: Backend
         if isinstance(model, Backend) or hasattr(model, "generate"):
@@ -75,7 +101,7 @@ class Stabilizer(Generic[T]):
         else:
             raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
         self.schema: Schema[T] = Schema.of(schema)
-        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget)):
+        for name, value, kind in (("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("extract", extract, Extract)):
             if value is not None and not isinstance(value, kind):
                 raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
         if on_no_consensus not in ("raise", "plurality"):
@@ -93,6 +119,7 @@ class Stabilizer(Generic[T]):
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
+            extract=extract or Extract(),
         )
         for fn in self.policy.normalizers:
             if not callable(fn):
@@ -130,7 +157,8 @@ class Stabilizer(Generic[T]):
     def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
         if self.ledger is None or refresh:
             return None
-        return self.ledger.recall(self, prompt)  # type: ignore[no-any-return]
+        hit: Result[T] | None = self.ledger.recall(self, prompt)
+        return hit
 
     def _begin(self, prompt: Prompt) -> Any:
         begin = getattr(self.ledger, "begin", None)
@@ -139,7 +167,8 @@ class Stabilizer(Generic[T]):
     def _remember(self, prompt: Prompt, result: Result[T], refresh: bool, pending: Any = None) -> Result[T]:
         if self.ledger is None:
             return result
-        return self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)  # type: ignore[no-any-return]
+        kept: Result[T] = self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)
+        return kept
 
     def map(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
@@ -216,26 +245,27 @@ def _check_prompt(prompt: Any) -> Prompt:
     raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
 
 
-def _run_coroutine(coro: Awaitable[R]) -> R:
+def _run_coroutine(coro: Coroutine[Any, Any, R]) -> R:
     """Run a coroutine to completion, also from inside a running event loop (a notebook)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    box: dict[str, Any] = {}
+        return asyncio.run(coro)
+    values: list[R] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
+            values.append(asyncio.run(coro))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
 
     thread = threading.Thread(target=target, name="accord-map")
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 class _Progress:

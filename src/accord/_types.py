@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._schema import Schema
 
 Message = dict[str, Any]
-Prompt = Union[str, list[Message]]
+Prompt = str | list[Message]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Request:
 
     prompt: Prompt
     input: Prompt
-    schema: Schema
+    schema: Schema[Any]
     settings: Settings = field(default_factory=Settings)
     ballot: int = 0
     attempt: int = 1

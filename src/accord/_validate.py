@@ -14,7 +14,7 @@ from ._schema import Schema, ValidationFailure
 __all__ = ["ValidationFailure", "validate"]
 
 
-def validate(normalized: Any, raw: Any, schema: Schema) -> tuple[Any, Any]:
+def validate(normalized: Any, raw: Any, schema: Schema[Any]) -> tuple[Any, Any]:
     """``(value, data)``: the validated value and the data it came from; raises ValidationFailure."""
     try:
         return schema.validate(normalized), normalized

@@ -9,8 +9,9 @@ and compose with ``|`` like tenacity's stop conditions::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 from ._errors import ConfigError
 
@@ -119,7 +120,7 @@ class stop_when_confident(StopRule):
 def share_above_half(votes: int, others: int) -> float:
     """P(p > 1/2) for p ~ Beta(votes + 1, others + 1): P(Binomial(votes + others + 1, 1/2) <= votes)."""
     n = votes + others + 1
-    return sum(math.comb(n, i) for i in range(votes + 1)) / 2**n
+    return sum(math.comb(n, i) for i in range(votes + 1)) / (1 << n)  # 2**n, an exact int
 
 
 stop_when_unanimous = _Unanimous()
@@ -165,8 +166,8 @@ class Vote:
     """
 
     k: int = 5
-    quorum: Union[int, float, None] = None
-    early_stop: Union[bool, StopRule] = True
+    quorum: int | float | None = None
+    early_stop: bool | StopRule = True
     fieldwise: bool = False
     tie_break: TieBreak = field(default=smallest_key)
     gate: Any = None
@@ -180,7 +181,7 @@ class Vote:
             raise ConfigError(f"Vote quorum must be between 1 and k={self.k}, got {self.quorum!r}")
         if not isinstance(self.float_digits, int) or not 1 <= self.float_digits <= 17:
             raise ConfigError(f"Vote(float_digits=...) must be an int from 1 to 17, got {self.float_digits!r}")
-        if not (isinstance(self.early_stop, bool) or isinstance(self.early_stop, StopRule)):
+        if not isinstance(self.early_stop, (bool, StopRule)):
             raise ConfigError("Vote(early_stop=...) must be True, False or a stop rule")
 
     @property

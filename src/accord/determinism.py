@@ -16,10 +16,11 @@ import importlib.util
 import os
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
-__all__ = ["StrictReport", "seed_everything", "strict", "environment"]
+__all__ = ["StrictReport", "environment", "seed_everything", "strict"]
 
 
 def seed_everything(seed: int) -> dict[str, bool]:

@@ -15,7 +15,7 @@ from .backends._base import Backend, Noise
 from .backends._function import FunctionBackend, function
 from .backends._scripted import ScriptedBackend, scripted
 
-__all__ = ["Backend", "Noise", "FunctionBackend", "ScriptedBackend", "function", "scripted", "local", "transformers", "openai"]
+__all__ = ["Backend", "FunctionBackend", "Noise", "ScriptedBackend", "function", "local", "openai", "scripted", "transformers"]
 
 
 def local(dtype: str = "float32", threads: int | None = None, **kwargs: Any) -> Backend:

@@ -24,8 +24,9 @@ these names from it once, at the boundary.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError
 from .._types import Completion, Request

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._errors import BackendError
 from .._types import Completion, Request, Usage
 from ._base import Backend, backend_error
+
 
 class FunctionBackend(Backend):
     """Calls ``fn(prompt)`` (or ``fn(prompt, request=request)`` when fn accepts ``request=``).
@@ -23,7 +25,7 @@ class FunctionBackend(Backend):
         if not callable(fn):
             raise TypeError(f"models.function needs a callable, got {type(fn).__name__}")
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.wants_request = _accepts_request(fn)
         self.fingerprint = fingerprint or f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
 

@@ -16,17 +16,19 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from ._audit_input import Item
 from .._errors import AccordError, OutputError
-from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 from .._perturb import Perturbation
-from .._read import Reading, read
 from .._prompt import build_input
-from .._types import Completion, Request, Settings
+from .._read import Reading, read
+from .._result import Result
 from .._stabilizer import Stabilizer
+from .._types import Completion, Request, Settings
+from ._audit_input import Item
+from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 
 Tick = Callable[[], None]
 
@@ -125,7 +127,7 @@ def raw_phase(items: Sequence[Item], conditions: Sequence[Condition], settings: 
     return runs
 
 
-def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settings, tick: Tick | None = None, concurrency: int = 0) -> dict[str, list[Run]]:
+def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settings, tick: Tick | None = None, *, concurrency: int = 0) -> dict[str, list[Run]]:
     """Over HTTP: each item sent ``n`` times at once (the server batches them with each other);
     with ``concurrency``, one at a time: alone, then each among ``concurrency`` requests of other lengths."""
 
@@ -137,7 +139,7 @@ def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settin
         return list(await asyncio.gather(*(backend.agenerate(request) for _ in range(n))))
 
     completions = _one_item_at_a_time(items, one, tick)
-    return {_http_name(i, concurrency): [to_run(c[i], item, None) for c, item in zip(completions, items)] for i in range(n)}
+    return {_http_name(i, concurrency): [to_run(c[i], item, None) for c, item in zip(completions, items, strict=True)] for i in range(n)}
 
 
 def _http_name(i: int, concurrency: int) -> str:
@@ -164,7 +166,7 @@ def _one_item_at_a_time(items: Sequence[Item], one: Callable[[Item], Any], tick:
 def to_final(outcome: Any) -> Final:
     """A Result, or the OutputError a run ended with (its ``.result`` holds the ballots)."""
     if isinstance(outcome, OutputError):
-        result = outcome.result
+        result: Result[Any] | None = outcome.result  # None only for an error raised by hand
         if result is None:
             return Final(MISSING, 0, "error", False)
         return Final(MISSING, result.calls, result.stopped_because, False)
@@ -189,7 +191,7 @@ def stabilized_phase(
     return finals
 
 
-def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_tokens: int | None, tick: Tick | None = None, concurrency: int = 0) -> dict[str, list[Final]]:
+def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_tokens: int | None, tick: Tick | None = None, *, concurrency: int = 0) -> dict[str, list[Final]]:
     """Over HTTP: ``n`` concurrent Stabilizer runs per item, as the raw requests were (with
     ``concurrency``: one at a time, alone and then among that much background traffic)."""
 

@@ -14,12 +14,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from .._errors import AccordError, ConfigError, UnsupportedSchema
 from .._read import Reading, read
-from .._types import Prompt
 from .._schema import Schema
+from .._types import Prompt
 
 DEFAULT_SCHEMA = "str"
 _BUILTINS = {"str": str, "int": int, "float": float, "bool": bool}
@@ -120,7 +120,7 @@ def load_items(path: str | os.PathLike[str], default_schema: str | None = None) 
     return items
 
 
-def _is_prompt(prompt: Any) -> bool:
+def _is_prompt(prompt: Any) -> TypeGuard[Prompt]:
     if isinstance(prompt, str):
         return bool(prompt.strip())
     return (

@@ -1,4 +1,5 @@
-"""What ``accord audit`` shows: rich tables and a progress bar, report.json, a self-contained report.html.
+"""The ``accord audit`` command and what it shows: rich tables and a progress bar, report.json, a
+self-contained report.html. The measuring is in ``_audit``, the input in ``_audit_input``.
 
 The HTML embeds its plots (matplotlib, PNG as base64) and styles inline: no external src or href.
 """
@@ -9,9 +10,12 @@ import base64
 import html
 import io
 import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+
+import typer
 
 
 @contextmanager
@@ -35,7 +39,10 @@ def _num(value: Any, digits: int = 3) -> str:
 def headline_rows(audit: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(metric, raw, stabilized) rows, shared by the terminal and the HTML."""
     raw, st = audit["raw"], audit.get("stabilized") or {}
-    acc = lambda m, k: _pct(m["accuracy"][k]) if m.get("accuracy") else "-"  # noqa: E731
+
+    def acc(m: dict[str, Any], k: str) -> str:
+        return _pct(m["accuracy"][k]) if m.get("accuracy") else "-"
+
     n = audit["n"]
     return [
         (f"TARr@{n} (identical raw text)", _pct(raw["TARr"]), "-"),
@@ -194,14 +201,47 @@ TARr/TARa@N after Atil et al. 2024, "Non-Determinism of 'Deterministic' LLM Sett
 """
 
 
-def audit_command(prompts: str, model: str, model_name: str | None, schema: str | None, runs: int, out: str | None, quick: bool, concurrency: int = 0) -> dict[str, Any]:
+def audit(
+    prompts: str = typer.Argument(..., help="PROMPTS.jsonl: one {prompt, id?, schema?, gold?} a line."),
+    *,
+    model: str = typer.Option("local", "--model", help="local | transformers:PATH | openai:BASE_URL"),
+    model_name: str = typer.Option("", "--model-name", help="The model name on an OpenAI-compatible server."),
+    schema: str = typer.Option("", "--schema", help="module:Model for lines without a schema (default: str)."),
+    runs: int = typer.Option(5, "--runs", help="Concurrent repeated requests per prompt over HTTP."),
+    out: str = typer.Option("", "--out", help="Write report.json and a self-contained report.html here."),
+    quick: bool = typer.Option(False, "--quick", help="Three conditions, few tokens."),
+    concurrency: int = typer.Option(0, "--concurrency", help="Over HTTP: send each request alone, then among N requests of other lengths."),
+) -> None:
+    """Measure how much a model's answers fluctuate, raw and through accord."""
+    from .._errors import AccordError
+
+    try:
+        audit_command(prompts, model, model_name or None, schema or None, runs=runs, out=out or None, quick=quick, concurrency=concurrency)
+    except AccordError as exc:
+        typer.echo(f"accord audit: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def audit_command(
+    prompts: str, model: str, model_name: str | None, schema: str | None, *, runs: int, out: str | None, quick: bool, concurrency: int = 0
+) -> dict[str, Any]:
     """The whole ``accord audit`` run: load, both phases with progress bars, print, write."""
     from rich.console import Console
 
-    from ._audit import FULL_TOKENS, QUICK_TOKENS, http_raw_phase, http_stabilized_phase, measured_floors, open_target, raw_phase, stabilized_phase, summarize
-    from ._audit_input import load_items
     from .._errors import ConfigError
     from .._types import Settings
+    from ._audit import (
+        FULL_TOKENS,
+        QUICK_TOKENS,
+        http_raw_phase,
+        http_stabilized_phase,
+        measured_floors,
+        open_target,
+        raw_phase,
+        stabilized_phase,
+        summarize,
+    )
+    from ._audit_input import load_items
 
     if runs < 2:
         raise ConfigError(f"--runs must be at least 2, got {runs}")
@@ -213,9 +253,9 @@ def audit_command(prompts: str, model: str, model_name: str | None, schema: str 
     floors: dict[str, dict[str, float]] = {}
     if target.http is not None:
         with progress(len(items), f"raw: {runs} requests, " + (f"alone and among {concurrency}" if concurrency else "concurrent")) as tick:
-            raw = http_raw_phase(items, target.http, runs, settings, tick, concurrency)
+            raw = http_raw_phase(items, target.http, runs, settings, tick, concurrency=concurrency)
         with progress(len(items), "stabilized") as tick:
-            stable = http_stabilized_phase(items, target.http, runs, tokens, tick, concurrency)
+            stable = http_stabilized_phase(items, target.http, runs, tokens, tick, concurrency=concurrency)
         noise = target.http.noise()
         floors = {target.http.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
     else:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import TypeVar
 
 import typer
 
 from .._errors import LedgerError
-from ..ledger._ledger import Ledger, default_path
+from ..ledger import Ledger, default_path
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Inspect the decision ledger (accepted answers, every run and ballot).", no_args_is_help=True)
 
@@ -23,11 +26,15 @@ class Format(str, enum.Enum):
     jsonl = "jsonl"
 
 
+_FORMAT = typer.Option(Format.jsonl, "--format", help="Output format.")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write here instead of stdout.")
+
+
 @app.command("ls")
 def list_runs(
-    path: Optional[Path] = _PATH,
+    path: Path | None = _PATH,
     limit: int = typer.Option(50, "--limit", "-n", help="Show at most this many runs, newest first."),
-    key: Optional[str] = typer.Option(None, "--key", help="Only the runs of keys starting with this prefix."),
+    key: str | None = typer.Option(None, "--key", help="Only the runs of keys starting with this prefix."),
 ) -> None:
     """List runs, newest first; '*' marks the current answer of its key."""
     with _open(path) as ledger:
@@ -50,7 +57,7 @@ def list_runs(
 
 
 @app.command()
-def show(key: str = typer.Argument(..., help="A key, or a unique prefix of one."), path: Optional[Path] = _PATH) -> None:
+def show(key: str = typer.Argument(..., help="A key, or a unique prefix of one."), path: Path | None = _PATH) -> None:
     """Show one key as JSON: what it hashes (request, schema, policy, model) and every run with its ballots."""
     with _open(path) as ledger:
         found = _guard(lambda: ledger.show(key))
@@ -59,9 +66,9 @@ def show(key: str = typer.Argument(..., help="A key, or a unique prefix of one."
 
 @app.command()
 def export(
-    format: Format = typer.Option(Format.jsonl, "--format", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
-    path: Optional[Path] = _PATH,
+    format: Format = _FORMAT,
+    output: Path | None = _OUTPUT,
+    path: Path | None = _PATH,
 ) -> None:
     """Export every run (request, result, ballots) as one JSON object per line, oldest first."""
     with _open(path) as ledger:
@@ -86,7 +93,7 @@ def _open(path: Path | None) -> Ledger:
     return _guard(lambda: Ledger(target))
 
 
-def _guard(work: Any) -> Any:
+def _guard(work: Callable[[], T]) -> T:
     try:
         return work()
     except LedgerError as exc:

@@ -7,8 +7,9 @@ the share of prompts whose raw text (r) or parsed answer (a) was identical in al
 from __future__ import annotations
 
 import statistics
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 MISSING = "<no answer>"
 
@@ -39,7 +40,7 @@ def majority_share(outcomes: Sequence[Hashable]) -> float:
     """The share of runs that gave the most common outcome (agreement of one prompt)."""
     if not outcomes:
         return 0.0
-    return max(outcomes.count(o) for o in set(outcomes)) / len(outcomes)  # type: ignore[attr-defined]
+    return max(outcomes.count(o) for o in set(outcomes)) / len(outcomes)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Spread:
         return {"min": self.minimum, "mean": self.mean, "max": self.maximum}
 
 
-def accuracy_by_condition(answers: dict[str, Sequence[Hashable]], gold: Sequence[Hashable | None]) -> dict[str, float]:
+def accuracy_by_condition(answers: Mapping[str, Sequence[Hashable]], gold: Sequence[Hashable | None]) -> dict[str, float]:
     """Per condition: the share of prompts (with a gold answer) answered correctly."""
     scored = [i for i, g in enumerate(gold) if g is not None]
     if not scored:

@@ -1,17 +1,40 @@
 """The run loop: an I/O-free generator that decides one prompt.
 
-It yields :class:`Step` ("start these calls, wake me within ``timeout`` seconds") and receives the
-:class:`Outcome` of every call that finished; it returns the :class:`~accord.Result`. It never
-calls a model, sleeps or reads a clock other than the one injected, so the sync and async drivers
-in ``_drive`` share it, and tests can drive it by hand (the httpx auth-flow pattern).
+:func:`decide` yields a :class:`Step` ("start these calls, wake me within ``timeout`` seconds"),
+receives the :class:`Outcome` of every call that finished (an empty list once the timeout passed)
+and returns the :class:`~accord.Result`. It never calls a model, sleeps, or reads a clock other
+than the one injected, so the sync and async drivers of ``_drive`` share it and a test can drive
+it by hand (the httpx auth-flow pattern)::
 
-Per ballot slot: call, read the output (``_pipeline``), retry invalid output with feedback,
-retry transient faults with backoff, grow ``max_tokens`` after a truncation. Across slots: start
-``quorum`` slots at once, then one at a time while undecided; when a margin gate may accept slot
-0 alone, slot 0 first. On a local model with measured noise floors the run goes one slot at a
-time and counts the unrun ballots the finished ones predict (``_predict``). Stop as soon as the
-vote policy decides (or the predicted vote is settled), no answer can reach the quorum, or the
-budget runs out.
+    flow = decide(prompt, schema, backend, policy, clock)
+    step = next(flow)                        # the first calls
+    step = flow.send([outcome, ...])         # ... until StopIteration(value=Result)
+
+Each turn of the loop:
+
+1. ``schedule`` opens ballot slots: ``quorum`` at once (``k`` without early stopping), then one
+   more at a time while the vote is open. When the margin gate can certify slot 0 alone it runs
+   first, alone; when unrun ballots may be predicted (a local model with measured noise floors,
+   ``_predict``), the slots run one at a time.
+2. ``take_ready`` starts the calls that are ready or whose backoff is over, within
+   ``Budget.max_calls``; ``timeout`` is the time to the next backoff or to the end of
+   ``Budget.max_seconds``.
+3. ``absorb`` takes each Outcome, in call order: the text is read (extract -> normalize ->
+   validate -> canonicalize, ``_read``, in :meth:`_Run.read`) and the ballot recorded
+   (:meth:`_Run.record`, the one place a ballot is made). Then, per slot:
+
+       valid              cast in the ballot box; the slot is finished
+       invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
+       cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
+                          re-asked; unless the text ends in a loop (``Retry.grow_loops``)
+       backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
+                          server's Retry-After), while ``Retry.transport_attempts`` allow; any
+                          other ends the slot
+
+4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
+   fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,
+   tokens, calls: nothing left to run) ends the run. The run ends in :meth:`_Run.end`, the one
+   place: calls still in flight are recorded as cancelled, and ``_outcome`` builds the Result.
 """
 
 from __future__ import annotations
@@ -19,32 +42,36 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from .. import _fieldwise as fieldwise
-from .._canonical import canonical_form, canonical_key
-from ..determinism import environment
-from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
-from .._gate import MarginGate, Margins
-from .._extract import shape_of
-from .._read import Misreading, read
-from .._predict import Computation, Floors
+from .._errors import AccordError, BackendError
+from .._extract import Extract, shape_of
+from .._gate import MarginGate
+from .._predict import Floors
 from .._prompt import build_input
-from .._types import Completion, Feedback, Prompt, Request, Settings, Usage
+from .._read import Misreading, Reading, read
 from .._result import Ballot, Result
 from .._retry import Budget, Retry, looping
-from .._schema import Schema, ValidationFailure
-from .._vote import Tally, Vote
+from .._schema import Schema
+from .._types import Completion, Feedback, Prompt, Request, Settings, Usage
+from .._vote import Vote
 from ..backends._base import Backend
+from . import _outcome as outcome
+from ._box import BUDGET, Box, Seat, Verdict
 
 log = logging.getLogger("accord")
 
-FAILED = {"no quorum", "no valid ballot", "budget"}  # any other reason (a stop rule's own too) accepts
+SPENT = Verdict(BUDGET, None)
+UNGATED = MarginGate()  # reads the smallest margin only
+TRUNCATED = ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},)
 
 
 @dataclass(frozen=True)
 class Call:
+    """One model call to start: ``id`` orders outcomes, ``slot`` is the ballot it is for."""
+
     id: int
     slot: int
     request: Request
@@ -60,6 +87,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Outcome:
+    """A finished call: its completion, or the exception it raised, and how long it took."""
+
     call: Call
     completion: Completion | None
     error: BaseException | None
@@ -79,21 +108,22 @@ class Policy:
     plurality: bool = False
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
+    extract: Extract = field(default_factory=Extract)
 
 
 @dataclass
 class _Slot:
-    index: int
+    """One ballot slot's calls: the latest request and the attempts so far; ``seat`` is its vote."""
+
+    seat: Seat
     request: Request
     calls: int = 0
     outputs: int = 0
     faults: int = 0
-    finished: bool = False
-    fault: AccordError | None = None
-    computation: Computation | None = None  # where it computes (None: not predictable)
-    low: float = math.inf  # the smallest margin over its attempts
-    blind: bool = False  # an attempt without margins: predicts nothing
-    key: str | None = None  # its answer once finished valid
+
+    @property
+    def index(self) -> int:
+        return self.seat.index
 
 
 def decide(
@@ -110,34 +140,23 @@ def decide(
 class _Run:
     def __init__(self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float]):
         self.prompt, self.schema, self.backend, self.policy, self.clock = prompt, schema, backend, policy, clock
-        self.vote = policy.vote
-        self.quorum = self.vote.needed
-        self.gate: MarginGate | None = self.vote.gate
+        vote = self.vote = policy.vote
+        self.gate: MarginGate | None = vote.gate
         # The gate runs slot 0 alone only when it can certify it: margins and a known floor.
-        self.gating = (
-            self.gate is not None and backend.gives_margins and self.gate.floor_for(backend) is not None
-        )
+        self.gating = self.gate is not None and backend.gives_margins and self.gate.floor_for(backend) is not None
         # Unrun ballots the finished ones determine (local models with measured floors, early stop).
-        self.floors = (
-            Floors.of(backend, self.gate) if self.gating and self.vote.stop_rule is not None and not self.vote.fieldwise else None
-        )
-        self.predicted: dict[str, int] = {}
+        floors = Floors.of(backend, self.gate) if self.gating and vote.stop_rule is not None and not vote.fieldwise else None
+        computations = [floors.computation(self.perturbation(i)) for i in range(vote.k)] if floors is not None else []
+        self.predicting = floors is not None
+        self.box = Box(vote, schema, floors, computations, self.gating)
         self.hint = policy.hint and not backend.constrains_for(schema)
         self.shape = shape_of(schema)
         self.t0 = clock()
         self.slots: list[_Slot] = []
         self.ready: list[Call] = []
-        self.delayed: list[tuple[float, Call]] = []
+        self.delayed: list[tuple[float, Call]] = []  # (when, call): retries after a backoff
         self.in_flight: dict[int, Call] = {}
         self.ballots: list[Ballot] = []
-        self.counts: dict[str, int] = {}
-        self.first: dict[str, Ballot] = {}
-        self.scores: dict[str, list[float]] = {}
-        self.gate_key: str | None = None
-        self.flats: list[dict[Any, str]] = []
-        self.field_agreement: dict[str, float] | None = None
-        self.assembled: tuple[str, Any, Any] | None = None  # (key, value, data) of a fieldwise assembly
-        self.fallback: list[dict[str, Any]] | None = None
         self.next_id = 0
         self.started = 0
         self.usage = Usage()
@@ -150,14 +169,14 @@ class _Run:
             now = self.clock()
             starts = self.take_ready(now)
             if not starts and not self.in_flight and not self.delayed:
-                return self.finish(*self.verdict(now, stalled=True))
+                return self.end(self.box.verdict() or SPENT)  # nothing left to run
             outcomes = yield Step(tuple(starts), self.timeout(now))
             now = self.clock()
-            for outcome in sorted(outcomes, key=lambda o: o.call.id):  # same order under any driver
-                self.absorb(outcome, now)
-            verdict = self.verdict(now)
+            for done in sorted(outcomes, key=lambda o: o.call.id):  # the same order under any driver
+                self.absorb(done, now)
+            verdict = self.box.verdict() or self.over_budget(now)
             if verdict is not None:
-                return self.finish(*verdict)
+                return self.end(verdict)
             self.schedule()
 
     def take_ready(self, now: float) -> list[Call]:
@@ -167,7 +186,7 @@ class _Run:
         limit = self.policy.budget.max_calls
         for call in self.ready + due:
             if limit is not None and self.started >= limit:
-                break  # over the call budget: never started; the verdict ends the run
+                break  # over the call budget: never started; the run ends once nothing is left to run
             self.started += 1
             starts.append(call)
             self.in_flight[call.id] = call
@@ -180,6 +199,22 @@ class _Run:
             waits.append(self.t0 + self.policy.budget.max_seconds - now)
         return max(0.0, min(waits)) if waits else None
 
+    def over_budget(self, now: float) -> Verdict | None:
+        budget = self.policy.budget
+        over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
+        over_tokens = budget.max_tokens is not None and (self.usage.total_tokens or 0) >= budget.max_tokens
+        return SPENT if over_time or over_tokens else None
+
+    def end(self, verdict: Verdict) -> Result[Any]:
+        """The one place a run ends: calls in flight become cancelled ballots; then the Result."""
+        seconds = self.clock() - self.t0
+        for ballot in outcome.cancelled(self.in_flight.values(), seconds):
+            self.record(ballot)
+        return outcome.result(
+            self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
+            settings=self.policy.settings, plurality=self.policy.plurality, seconds=seconds,
+        )
+
     # -- scheduling --------------------------------------------------------------------------
 
     def schedule(self) -> None:
@@ -187,29 +222,26 @@ class _Run:
         opened, k = len(self.slots), self.vote.k
         if opened >= k:
             return
-        if self.gating and opened == 1 and not self.slots[0].finished:
+        if self.gating and opened == 1 and not self.slots[0].seat.finished:
             return  # the gate may accept slot 0 alone: wait for it
-        if (self.gating and opened == 0) or self.floors is not None:
-            if all(slot.finished for slot in self.slots):
+        if (self.gating and opened == 0) or self.predicting:
+            if self.box.all_done:
                 self.open()  # one at a time: each finished ballot may predict the rest
             return
-        target = self.quorum if self.vote.stop_rule else k
+        target = self.box.quorum if self.vote.stop_rule else k
         if opened < target:
             for _ in range(target - opened):
                 self.open()
-        elif all(slot.finished for slot in self.slots):
+        elif self.box.all_done:
             self.open()
 
     def perturbation(self, index: int) -> Any:
         return self.policy.perturb.for_ballot(index) if self.policy.perturb is not None else None
 
     def open(self) -> None:
-        index = len(self.slots)
-        perturbation = self.perturbation(index)
-        request = self.request(index, None, self.policy.settings, perturbation)
-        slot = _Slot(index, request)
-        if self.floors is not None:
-            slot.computation = self.floors.computation(perturbation)
+        seat = self.box.seat()
+        request = self.request(seat.index, None, self.policy.settings, self.perturbation(seat.index))
+        slot = _Slot(seat, request)
         self.slots.append(slot)
         self.call(slot, request)
 
@@ -231,87 +263,87 @@ class _Run:
 
     # -- one finished call -------------------------------------------------------------------
 
-    def absorb(self, outcome: Outcome, now: float) -> None:
-        call = outcome.call
+    def absorb(self, done: Outcome, now: float) -> None:
+        call = done.call
         self.in_flight.pop(call.id, None)
         slot = self.slots[call.slot]
-        started = max(0.0, now - self.t0 - outcome.seconds)
-        if outcome.completion is None:
-            self.fault(slot, call, self.backend.map_error(outcome.error or RuntimeError("no completion")), outcome, started)
-            return
-        completion = outcome.completion
-        usage = completion.usage
-        usage = Usage(usage.prompt_tokens, usage.completion_tokens, outcome.seconds, 1)
+        started = max(0.0, now - self.t0 - done.seconds)
+        if done.completion is None:
+            error = self.backend.map_error(done.error or RuntimeError("no completion"))
+            self.fault(slot, call, error, done.seconds, started)
+        else:
+            self.output(slot, call, done.completion, done.seconds, started)
+
+    def read(self, completion: Completion) -> Reading | Misreading:
+        """The one place a model's text is read into a value (or why not)."""
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
+        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
+            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
+            return Misreading("truncated", TRUNCATED)
+        return reading
+
+    def output(self, slot: _Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
+        usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens, seconds, 1)
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
-        margins = self.gate.check(completion.margins, self.backend) if self.gate else MarginGate().check(completion.margins)
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits)
-        if completion.finish_reason == "length" and self.shape != "json" and not isinstance(reading, Misreading):
-            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
-            reading = Misreading("truncated", ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},))
+        margins = self.gate.check(completion.margins, self.backend) if self.gate else UNGATED.check(completion.margins)
+        reading = self.read(completion)
         slot.outputs += 1
-        if margins.min_margin is None:
-            slot.blind = True
-        else:
-            slot.low = min(slot.low, margins.min_margin)
-        common = dict(
-            slot=slot.index, attempt=call.request.attempt, text=completion.text,
-            finish_reason=completion.finish_reason, usage=usage, started=started, seconds=outcome.seconds,
-            min_margin=margins.min_margin, fragile_steps=margins.fragile_steps,
-            meta={**completion.meta, **({"perturbation": _describe(call.request.perturbation)} if call.request.perturbation is not None else {})},
-        )
+        self.box.heard(slot.seat, margins.min_margin)
+        perturbation = call.request.perturbation
+        meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
+        loop = False
+        error: dict[str, Any] | None = None
         if isinstance(reading, Misreading):
             error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
             loop = completion.finish_reason == "length" and looping(completion.text or "")
             if loop:
                 error["loop"] = True  # cut off inside a repeated stretch: not grown
-            self.record(Ballot(status="invalid", error=error, **common))
-            self.retry_output(slot, call, completion, reading, loop)
-            return
-        ballot = Ballot(status="valid", value=reading.value, data=reading.data, key=reading.key, **common)
+            coercions: tuple[dict[str, str], ...] = ()
+            status, value, data, key = "invalid", None, None, None
+        else:
+            status, value, data, key = "valid", reading.value, reading.data, reading.key
+            coercions = reading.coercions
+        ballot = Ballot(
+            slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
+        )
         self.record(ballot)
-        slot.finished = True
-        slot.key = reading.key
-        self.counts[reading.key] = self.counts.get(reading.key, 0) + 1
-        self.first.setdefault(reading.key, ballot)
-        if self.vote.fieldwise:
-            self.flats.append(fieldwise.flatten(reading.form, self.schema.json_schema))
-        if completion.score is not None:
-            self.scores.setdefault(reading.key, []).append(completion.score)
-        if self.gating and slot.index == 0 and len(self.slots) == 1 and margins.certified:
-            self.gate_key = reading.key
+        if isinstance(reading, Misreading):
+            self.retry_output(slot, call, completion, reading, loop)
+        else:
+            self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
 
     def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading, loop: bool) -> None:
-        if not self.policy.retry.again(slot.outputs, self.clock() - self.t0) or loop and not self.policy.retry.grow_loops:
-            slot.finished = True
+        retry = self.policy.retry
+        if not retry.again(slot.outputs, self.clock() - self.t0) or (loop and not retry.grow_loops):
+            self.box.spoil(slot.seat)
             return
         request = call.request
         if completion.finish_reason == "length":
             # Truncated: same question, more room; not re-asked with feedback.
             current = request.settings.max_tokens or self.backend.default_max_tokens
-            grown = math.ceil(current * self.policy.retry.grow_max_tokens)
-            self.call(slot, request.with_settings(max_tokens=grown))
+            self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
             return
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
         self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
 
-    def fault(self, slot: _Slot, call: Call, error: AccordError, outcome: Outcome, started: float) -> None:
-        self.usage = self.usage + Usage(seconds=outcome.seconds, calls=1)
-        info = {"stage": "backend", "message": str(error), "type": type(error).__name__}
+    def fault(self, slot: _Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
+        usage = Usage(seconds=seconds, calls=1)
+        self.usage = self.usage + usage
         retryable = isinstance(error, BackendError) and error.retryable
-        info["retryable"] = retryable
-        self.record(Ballot(slot.index, call.request.attempt, "error", error=info, usage=Usage(seconds=outcome.seconds, calls=1),
-                           started=started, seconds=outcome.seconds))
+        info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "retryable": retryable}
+        self.record(Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds))
         slot.faults += 1
         if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):
-            wait = self.policy.retry.backoff(slot.faults, getattr(error, "retry_after", None))
-            self.call(slot, call.request, delay=wait)
+            retry_after = error.retry_after if isinstance(error, BackendError) else None
+            self.call(slot, call.request, delay=self.policy.retry.backoff(slot.faults, retry_after))
             return
-        slot.finished = True
-        slot.fault = error
+        self.box.spoil(slot.seat, error)
 
     def record(self, ballot: Ballot) -> None:
+        """The one place a ballot is made: kept for the Result and handed to ``on_ballot``."""
         self.ballots.append(ballot)
         log.debug("ballot %d.%d %s %s", ballot.slot, ballot.attempt, ballot.status, ballot.key or (ballot.error or {}).get("message", ""))
         if self.policy.on_ballot is not None:
@@ -320,186 +352,7 @@ class _Run:
             except Exception:  # a broken callback must not lose the run
                 log.exception("on_ballot callback failed")
 
-    # -- the verdict -------------------------------------------------------------------------
-
-    def tally(self) -> Tally:
-        return Tally(dict(self.counts), sum(s.finished for s in self.slots), self.vote.k, self.quorum)
-
-    def verdict(self, now: float, stalled: bool = False) -> tuple[str, str | None] | None:
-        """``(stopped_because, winner key)`` once the run is over, else None."""
-        if self.gate_key is not None:
-            return "gate", self.gate_key
-        tally = self.tally()
-        decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
-        if decided:
-            return decided
-        settled = self.settle()
-        if settled:
-            return settled
-        if tally.hopeless and not (self.vote.fieldwise and tally.valid):
-            return ("no quorum" if tally.valid else "no valid ballot"), None
-        budget = self.policy.budget
-        over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
-        tokens = self.usage.total_tokens or 0
-        over_tokens = budget.max_tokens is not None and tokens >= budget.max_tokens
-        if over_time or over_tokens or stalled:
-            return "budget", None
-        return None
-
-    def settle(self) -> tuple[str, str | None] | None:
-        """The vote with the predicted ballots counted: settled once the leader holds the quorum
-        and cannot be caught, or hopeless once no answer can reach it."""
-        if self.floors is None:
-            return None
-        tally, extra, predicted = self.predict()
-        if not predicted:
-            return None
-        if tally.lead >= tally.quorum and tally.lead > tally.runner_up + tally.remaining:
-            self.predicted = extra
-            return "settled", self.vote.winner(tally, self.score_map())
-        if tally.hopeless:
-            return ("no quorum" if tally.valid else "no valid ballot"), None
-        return None
-
-    def predict(self) -> tuple[Tally, dict[str, int], int]:
-        """The tally with every unrun ballot that exactly one finished outcome predicts."""
-        assert self.floors is not None
-        sources = [s for s in self.slots if s.finished and s.fault is None and not s.blind and s.computation is not None]
-        counts, extra, predicted = dict(self.counts), {}, 0
-        for index in range(len(self.slots), self.vote.k):
-            here = self.floors.computation(self.perturbation(index))
-            if here is None:
-                continue
-            outcomes = set()
-            for source in sources:
-                distance = self.floors.distance(here, source.computation)  # type: ignore[arg-type]
-                if distance is not None and (distance == 0.0 or source.low > distance):
-                    outcomes.add(source.key)
-            if len(outcomes) == 1:
-                key = outcomes.pop()
-                predicted += 1
-                if key is not None:  # None: the same invalid output
-                    counts[key] = counts.get(key, 0) + 1
-                    extra[key] = extra.get(key, 0) + 1
-        done = sum(s.finished for s in self.slots) + predicted
-        return Tally(counts, done, self.vote.k, self.quorum), extra, predicted
-
-    def decide_whole(self, tally: Tally) -> tuple[str, str | None] | None:
-        reason = self.vote.decide(tally)
-        return (reason, self.vote.winner(tally, self.score_map())) if reason else None
-
-    def decide_fields(self, tally: Tally) -> tuple[str, str | None] | None:
-        """Fieldwise: decided when every assembled path is; falls back to the whole-object vote."""
-        outcome = fieldwise.decide(self.flats, tally.done, self.vote)
-        self.field_agreement = outcome.agreement
-        if outcome.hopeless:
-            return "no quorum", None
-        if outcome.reason is None:
-            return None
-        try:
-            value = self.schema.validate(outcome.data)
-        except ValidationFailure as failure:
-            self.fallback = failure.errors
-            whole = self.decide_whole(tally)
-            return whole or (("no quorum", None) if tally.hopeless else None)
-        data = self.schema.dump(value)
-        key = canonical_key(canonical_form(data, self.schema.json_schema, self.vote.float_digits))
-        self.assembled = (key, value, data)
-        return outcome.reason, key
-
-    def score_map(self) -> dict[str, tuple[float, ...]]:
-        return {key: tuple(values) for key, values in self.scores.items()}
-
-    def finish(self, reason: str, winner: str | None) -> Result[Any]:
-        for call in self.in_flight.values():
-            self.record(Ballot(call.slot, call.request.attempt, "cancelled", started=self.clock() - self.t0))
-        tally = self.tally()
-        stable = reason not in FAILED
-        if winner is None and self.policy.plurality and tally.counts:
-            winner = self.vote.winner(tally, self.score_map())
-        chosen = self.first.get(winner) if winner is not None else None
-        value = chosen.value if chosen else None
-        data = chosen.data if chosen else None
-        votes = dict(tally.ranked)
-        agreement = (votes[winner] / tally.valid) if chosen and tally.valid else 0.0
-        fields: dict[str, Any] = {}
-        if self.vote.fieldwise:
-            if self.assembled is not None and winner == self.assembled[0]:
-                value, data = self.assembled[1], self.assembled[2]
-                agreement = min(self.field_agreement.values(), default=1.0) if self.field_agreement else 1.0
-                fields["fieldwise"] = "assembled"
-            elif self.fallback is not None:
-                fields["fieldwise"] = "fell back to the whole-object winner"
-                fields["fieldwise_errors"] = [dict(e) for e in self.fallback]
-            else:
-                fields["fieldwise"] = "undecided"
-        found = chosen is not None or "fieldwise" in fields and fields["fieldwise"] == "assembled"
-        error = None if stable or (self.policy.plurality and found) else self.error(reason, tally, votes)
-        result: Result[Any] = Result(
-            value=value,
-            data=data,
-            stable=stable,
-            agreement=agreement,
-            votes=votes,
-            ballots=tuple(self.ballots),
-            stopped_because=reason,
-            usage=self.usage,
-            schema=self.schema.name,
-            fingerprint=self.backend.fingerprint,
-            key=winner if found else None,
-            error=error,
-            field_agreement=self.field_agreement if self.vote.fieldwise else None,
-            min_margin=chosen.min_margin if chosen else None,
-            fragile_steps=chosen.fragile_steps if chosen else None,
-            environment=self.environment(chosen),
-            meta={
-                **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
-                "seconds": round(self.clock() - self.t0, 6),
-                "k": self.vote.k,
-                "quorum": self.quorum,
-                **({"predicted": dict(self.predicted)} if self.predicted else {}),
-                **fields,
-            },
-        )
-        if error is not None:
-            error.result = result
-        return result
-
-    def environment(self, chosen: Ballot | None) -> dict[str, Any]:
-        """Where this answer was decided: versions, backend, settings, perturbations."""
-        perturbations = sorted({str(b.meta["perturbation"]) for b in self.ballots if "perturbation" in b.meta})
-        engines = sorted({str(b.meta["engine"]) for b in self.ballots if "engine" in b.meta})
-        return {
-            **environment(),
-            **_describe_backend(self.backend),
-            **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
-            **({"engines": engines} if len(engines) > 1 else {}),
-            "settings": {k: v for k, v in asdict(self.policy.settings).items() if v is not None},
-            "perturbations": perturbations,
-        }
-
-    def error(self, reason: str, tally: Tally, votes: dict[str, int]) -> AccordError:
-        shown = ", ".join(f"{key} x{count}" for key, count in list(votes.items())[:5])
-        if reason == "budget":
-            return BudgetExceeded(f"budget ran out before a decision ({len(self.ballots)} calls; votes: {shown or 'none'})")
-        if tally.valid:
-            return NoConsensus(f"no answer can reach the quorum of {self.quorum} of {self.vote.k} (votes: {shown})")
-        faults = [slot.fault for slot in self.slots if slot.fault is not None]
-        if faults and len(faults) == sum(s.finished for s in self.slots):
-            last = faults[-1]
-            return BackendError(f"every ballot failed in the backend; last: {last}", status=getattr(last, "status", None))
-        last_error = next((b.error for b in reversed(self.ballots) if b.error), None)
-        detail = f"; last: {last_error['message']}" if last_error else ""
-        return InvalidOutput(f"no valid output in {len(self.ballots)} calls{detail}")
-
 
 def _describe(value: Any) -> Any:
     describe = getattr(value, "describe", None)
     return describe() if callable(describe) else value
-
-
-def _describe_backend(backend: Backend) -> dict[str, Any]:
-    try:
-        return dict(backend.describe())
-    except Exception:  # describing must never lose a result
-        return {"backend": type(backend).__name__}

@@ -2,100 +2,41 @@
 
 ``accord.models.transformers(path_or_model)``. The backend runs ``model.generate`` itself, so it
 sees the logits at every step. Two logits processors run after the model's own: the grammar
-engine's mask (see ``_constrain``), then :class:`StepRecorder`, which keeps for each generated
-token the gap between the best and the second-best *allowed* logit (``Completion.margins``;
-``inf`` where the grammar allowed one token only) and the chosen token's log-probability
-(``Completion.score`` is their mean).
+engine's mask (see ``_constrain``), then ``_steps.StepRecorder``, which keeps for each generated
+token the gap between the best and the second-best *allowed* logit (``Completion.margins``) and
+the chosen token's log-probability (``Completion.score`` is their mean).
 
 Greedy means greedy: with ``temperature=0`` nothing filters the logits but the grammar. The
 model's own generation defaults (temperature, top-k, top-p, repetition penalty, ...) are set
 aside and logged; ``top_p``/``top_k`` given with ``temperature=0`` are ignored with a warning.
-Local files only, ``trust_remote_code`` off unless asked. One call at a time per instance.
+Local files only (see ``_load``), ``trust_remote_code`` off unless asked. One call at a time per
+instance.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
 import logging
-import math
-import os
-import statistics
 import threading
 import time
 import warnings
-from pathlib import Path
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from ..._errors import AccordError, BackendError, ConfigError, ModelNotInstalled
+from ..._errors import AccordError, BackendError, ConfigError
+from ..._perturb import Perturbation
 from ..._types import Completion, Prompt, Request, Settings, Usage
 from .._base import Backend, Noise
 from ._calibrate import known_floors, noise_floors
-from ..._perturb import Perturbation
-from ._perturbed import perturbed
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
+from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
+from ._perturbed import perturbed
+from ._steps import GrammarDeadEnd, StepRecorder, token_ids, until_end
 
 log = logging.getLogger("accord")
 
 DEFAULT_MAX_TOKENS = 256
-# What accord keeps of a model's generation_config: token ids and cache use. The rest (temperature,
-# top_k, top_p, repetition_penalty, min_length, ...) would filter or bend the logits.
-_KEPT_DEFAULTS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache")
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
-class GrammarDeadEnd(Exception):
-    """The grammar allowed no token at all (an engine error): never decode from an all -inf row."""
-
-
-class StepRecorder:
-    """Logits processor placed last: records margins, chosen-token log-probs and step times."""
-
-    def __init__(self, sampling: bool, ends: Any = ()) -> None:
-        self.sampling = sampling
-        self.ends = set(_as_list(ends))  # row 0 is done once it emits one (a batch may run on)
-        self.done = False
-        self.tops: list[Any] = []
-        self.logprobs: list[float] = []
-        self.times: list[float] = []
-        self._previous: Any = None  # sampling: last step's log-softmax, read once the token is known
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.done or (self.tops and int(input_ids[0, -1]) in self.ends):
-            self.done = True
-            return scores
-        self.times.append(time.perf_counter())
-        row = scores[0]
-        top = torch.topk(row, 2).values if row.shape[0] > 1 else torch.cat([row, row.new_full((1,), -math.inf)])
-        best = float(top[0])
-        if not math.isfinite(best):
-            raise GrammarDeadEnd(f"the grammar allowed no token at step {len(self.tops) + 1}")
-        norm = torch.logsumexp(row.float(), 0)
-        if self._previous is not None:
-            self.logprobs.append(float(self._previous[input_ids[0, -1]]))
-        if self.sampling:
-            self._previous = row.float() - norm
-        else:
-            self.logprobs.append(best - float(norm))
-        self.tops.append(top)
-        return scores
-
-    def finish(self, last_token: int | None) -> None:
-        if self._previous is not None and last_token is not None:
-            self.logprobs.append(float(self._previous[last_token]))
-            self._previous = None
-
-    @property
-    def margins(self) -> tuple[float, ...]:
-        return tuple(float(a - b) if math.isfinite(b) else math.inf for a, b in (t.tolist() for t in self.tops))
-
-    @property
-    def seconds_per_token(self) -> float | None:
-        steps = [b - a for a, b in zip(self.times, self.times[1:])]
-        return statistics.median(steps) if steps else None
 
 
 class TransformersBackend(Backend):
@@ -112,6 +53,7 @@ class TransformersBackend(Backend):
     constrains = True
     gives_margins = True
     perturbable = True
+    conversion_seconds: float | None = None  # the embedded model's one-time GGUF conversion, when this load did it
 
     def __init__(
         self,
@@ -136,21 +78,13 @@ class TransformersBackend(Backend):
         self.compile_timeout = compile_timeout
         self.default_max_tokens = max_tokens
         start = time.perf_counter()
-        self.path: Path | None = None
-        if isinstance(model_or_path, (str, os.PathLike)):
-            self.model, self.tokenizer = _load(model_or_path, tokenizer, dtype, device, trust_remote_code)
-            local = Path(model_or_path).expanduser()
-            self.path = local.resolve() if local.is_dir() else None
-        else:
-            self.model = _place(model_or_path, dtype, device)
-            self.tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(
-                model_or_path.name_or_path, trust_remote_code)
+        self.model, self.tokenizer, self.path = open_model(model_or_path, tokenizer, dtype, device, trust_remote_code)
         self.load_seconds = time.perf_counter() - start
         self.trust_remote_code = trust_remote_code
         self.model.eval()
-        self.model_id = model_id or _model_id(self.model, self.path)
+        self.model_id = model_id or model_id_of(self.model, self.path)
         self._fingerprint = fingerprint
-        self._base_config, self.ignored_defaults = _greedy_defaults(self.model.generation_config)
+        self.base_config, self.ignored_defaults = greedy_defaults(self.model.generation_config)
         if self.ignored_defaults:
             log.info("%s: generation defaults set aside (greedy means greedy): %s", self.model_id, self.ignored_defaults)
         self._lock = threading.Lock()
@@ -158,14 +92,15 @@ class TransformersBackend(Backend):
         self._floors: dict[str, float] | None = None
         self._reference_floors: dict[str, float] | None = None
         self._noise: Noise | None = None
+        self.twins: dict[tuple[Any, bool], Any] = {}  # the model in other dtypes (see _perturbed.twin)
         self.condition = condition  # a deployment condition on every call (the audit's "busy server")
 
     # -- identity ---------------------------------------------------------------------------------
 
     @property
-    def fingerprint(self) -> str:  # type: ignore[override]
+    def fingerprint(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: hashed on first use
         if self._fingerprint is None:
-            self._fingerprint = f"{self.model_id}@sha256:{_weights_hash(self.model, self.path)[:16]}"
+            self._fingerprint = f"{self.model_id}@sha256:{weights_hash(self.model, self.path)[:16]}"
         return self._fingerprint
 
     @property
@@ -180,7 +115,7 @@ class TransformersBackend(Backend):
         """The model loaded again from its files in ``dtype`` (None when loaded from an object)."""
         if self.path is None:
             return None
-        model, _ = _load(self.path, self.tokenizer, dtype, self.device, self.trust_remote_code)
+        model, _ = load(self.path, self.tokenizer, dtype, self.device, self.trust_remote_code)
         return model
 
     def describe(self) -> dict[str, object]:
@@ -197,7 +132,7 @@ class TransformersBackend(Backend):
     def constrainer(self) -> Constrainer:
         if self._constrainer is None:
             self._constrainer = Constrainer(
-                self.tokenizer, _vocab_size(self.model), engine=self.engines, compile_timeout=self.compile_timeout
+                self.tokenizer, vocab_size(self.model), engine=self.engines, compile_timeout=self.compile_timeout
             )
         return self._constrainer
 
@@ -240,21 +175,22 @@ class TransformersBackend(Backend):
         prompt_tokens = int(inputs["input_ids"].shape[1])
         max_new = settings.max_tokens or self.default_max_tokens
         config = self.generation_config(settings, max_new)
-        recorder = StepRecorder(sampling=config.do_sample, ends=self._base_config.eos_token_id)
+        recorder = StepRecorder(sampling=config.do_sample, ends=self.base_config.eos_token_id)
         processors = LogitsProcessorList(([served.processor] if served else []) + [recorder])
         perturbation = perturbation if perturbation is not None else self.condition
-        with perturbed(self, perturbation, inputs) as run:  # ballot i > 0: another numeric path
-            with _settings(run.model, self._base_config, self.threads, settings.seed if config.do_sample else None):
-                with torch.inference_mode():
-                    out = run.model.generate(
-                        **run.inputs, generation_config=config, logits_processor=processors,
-                        tokenizer=self.tokenizer if config.stop_strings else None,
-                    )
-        new = _until_end(out[0, run.width:].tolist(), self._base_config.eos_token_id)
-        del recorder.tops[len(new):], recorder.logprobs[len(new):]  # a batch runs on after our row ends
-        recorder.finish(new[-1] if new else None)
+        seed = settings.seed if config.do_sample else None
+        with (
+            perturbed(self, perturbation, inputs) as run,  # ballot i > 0: another numeric path
+            _settings(run.model, self.base_config, self.threads, seed),
+            torch.inference_mode(),
+        ):
+            out = run.model.generate(
+                **run.inputs, generation_config=config, logits_processor=processors,
+                tokenizer=self.tokenizer if config.stop_strings else None,
+            )
+        new = until_end(out[0, run.width:].tolist(), self.base_config.eos_token_id)
+        recorder.keep(new)
         text, finish = self._finish(new, max_new, settings.stop)
-        logprobs = recorder.logprobs
         meta: dict[str, Any] = {
             "engine": served.engine if served else None,
             "compile_seconds": round(served.compile_seconds, 6) if served else None,
@@ -275,7 +211,7 @@ class TransformersBackend(Backend):
             finish_reason=finish,
             usage=Usage(prompt_tokens, len(new), time.perf_counter() - start, 1),
             margins=recorder.margins,
-            score=sum(logprobs) / len(logprobs) if logprobs else None,
+            score=recorder.score,
             meta=meta,
         )
 
@@ -324,7 +260,7 @@ class TransformersBackend(Backend):
 
     def generation_config(self, settings: Settings, max_new_tokens: int) -> Any:
         """Greedy (no filters at all) at ``temperature=0``; plain sampling, filters only if asked, above."""
-        config = copy.deepcopy(self._base_config)
+        config = copy.deepcopy(self.base_config)
         config.max_new_tokens = max_new_tokens
         config.num_beams = 1
         config.do_sample = settings.temperature > 0
@@ -343,7 +279,7 @@ class TransformersBackend(Backend):
 
     def _finish(self, tokens: list[int], max_new: int, stop: Sequence[str] | None) -> tuple[str, str]:
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        ends = set(_as_list(self._base_config.eos_token_id))
+        ends = set(token_ids(self.base_config.eos_token_id))
         if tokens and tokens[-1] in ends:
             return text, "stop"
         cuts = [text.find(s) for s in stop or () if s and s in text]
@@ -353,91 +289,6 @@ class TransformersBackend(Backend):
 
     def __repr__(self) -> str:
         return f"TransformersBackend({self.model_id!r}, dtype={self.dtype}, device={self.device})"
-
-
-# -- loading ------------------------------------------------------------------------------------
-
-
-def _load(path: Any, tokenizer: Any, dtype: Any, device: str | None, trust_remote_code: bool) -> tuple[Any, Any]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM
-
-    try:
-        with quiet_transformers():
-            model = AutoModelForCausalLM.from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=trust_remote_code, dtype=_dtype(dtype) or "auto",
-            )
-    except (OSError, ValueError) as exc:
-        raise ModelNotInstalled(f"cannot load a causal LM from local files at {str(path)!r}: {exc}") from exc
-    if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = _load_tokenizer(tokenizer or path, trust_remote_code)
-    return _place(model, None, device), tokenizer
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' progress bars off while loading (accord reports its own timings)."""
-    from transformers.utils import logging as hf_logging
-
-    was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()
-
-
-def _load_tokenizer(path: Any, trust_remote_code: bool) -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as exc:
-        raise ModelNotInstalled(f"cannot load a tokenizer from local files at {str(path)!r}: {exc}") from exc
-
-
-def _dtype(dtype: Any) -> Any:
-    if dtype is None or dtype == "auto":
-        return None
-    import torch
-
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    value = getattr(torch, str(dtype).removeprefix("torch."), None)
-    if not isinstance(value, torch.dtype):
-        raise ConfigError(f"unknown dtype {dtype!r}: use 'float32', 'bfloat16', 'float16' or a torch.dtype")
-    return value
-
-
-def _place(model: Any, dtype: Any, device: str | None) -> Any:
-    import torch
-
-    if device is None and getattr(model, "hf_device_map", None) is None and model.device.type == "cpu":
-        device = "cuda" if torch.cuda.is_available() else None
-    wanted = _dtype(dtype)
-    if wanted is not None or device is not None:
-        model = model.to(**{k: v for k, v in (("dtype", wanted), ("device", device)) if v is not None})
-    return model
-
-
-def _greedy_defaults(config: Any) -> tuple[Any, dict[str, Any]]:
-    """(the model's generation config reduced to token ids, the settings set aside)."""
-    from transformers import GenerationConfig
-
-    if config is None:
-        return GenerationConfig(), {}
-    kept = {k: getattr(config, k, None) for k in _KEPT_DEFAULTS if getattr(config, k, None) is not None}
-    base = GenerationConfig(**kept)
-    if base.pad_token_id is None and base.eos_token_id is not None:
-        base.pad_token_id = _as_list(base.eos_token_id)[0]
-    ignored = {
-        k: v for k, v in config.to_diff_dict().items()
-        if k not in _KEPT_DEFAULTS and not k.startswith("_") and k != "transformers_version"
-        and k not in ("output_attentions", "output_hidden_states", "return_dict_in_generate")
-    }
-    return base, ignored
 
 
 @contextlib.contextmanager
@@ -461,64 +312,3 @@ def _settings(model: Any, base: Any, threads: int | None, seed: int | None) -> I
         model.generation_config = saved
         if threads is not None:
             torch.set_num_threads(old_threads)
-
-
-def _until_end(tokens: list[int], eos: Any) -> list[int]:
-    """The tokens up to and including the first end-of-sequence (a batch pads after it)."""
-    ends = set(_as_list(eos))
-    for i, token in enumerate(tokens):
-        if token in ends:
-            return tokens[: i + 1]
-    return tokens
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _vocab_size(model: Any) -> int:
-    head = model.get_output_embeddings()
-    weight = getattr(head, "weight", None)
-    return int(weight.shape[0]) if weight is not None else int(model.config.vocab_size)
-
-
-def _model_id(model: Any, path: Path | None) -> str:
-    name = str(getattr(model, "name_or_path", "") or "")
-    if path is not None or not name:
-        return (path.name if path is not None else None) or type(model).__name__
-    return Path(name).name if Path(name).is_dir() else name
-
-
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def _weights_hash(model: Any, path: Path | None) -> str:
-    """sha256 of the weights files in ``path`` (or, for an in-memory model, of its tensors)."""
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.iterdir() if p.suffix in _WEIGHT_SUFFIXES) if path is not None else []
-    if not files:
-        import torch
-
-        for name, tensor in sorted(model.state_dict().items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-        return digest.hexdigest()
-    for file in files:
-        digest.update(file.name.encode())
-        digest.update(file_sha256(file).encode())
-    return digest.hexdigest()
-
-
-def file_sha256(file: Path) -> str:
-    """sha256 of a file, memoized per (path, size, mtime) in this process."""
-    stat = file.stat()
-    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _HASHES:
-        digest = hashlib.sha256()
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]

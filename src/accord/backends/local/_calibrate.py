@@ -16,14 +16,18 @@ decoding step whose margin is below the floor can flip under that noise: it is *
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol
 
 from ..._perturb import KINDS, Perturbation
+from ._perturbed import Local, perturbed
 
 log = logging.getLogger("accord")
 
@@ -42,13 +46,21 @@ PROMPTS = (
 )
 
 
-def measure(backend: Any, kinds: Sequence[str] = KINDS, prompts: Sequence[str] = PROMPTS, steps: int = STEPS) -> dict[str, float]:
+class Calibrated(Local, Protocol):
+    """What calibration reads of a local backend: a perturbable model and its identity."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+
+def measure(backend: Local, kinds: Sequence[str] = KINDS, prompts: Sequence[str] = PROMPTS, steps: int = STEPS) -> dict[str, float]:
     """``{perturbation kind: floor}`` for this backend's model and dtype (largest delta seen)."""
     import torch
 
-    from ._perturbed import perturbed
-
-    floors = {kind: 0.0 for kind in kinds}
+    floors = dict.fromkeys(kinds, 0.0)
     model = backend.model
     with torch.inference_mode():
         for prompt in prompts:
@@ -84,10 +96,9 @@ def gap_change(reference: Any, moved: Any) -> float:
     return float((ref_gap - new_gap).abs().max()) if ref_gap.numel() else 0.0
 
 
-def copy_config(backend: Any, steps: int) -> Any:
-    import copy
-
-    config = copy.deepcopy(backend._base_config)
+def copy_config(backend: Local, steps: int) -> Any:
+    """The backend's generation config, greedy, for ``steps`` new tokens."""
+    config = copy.deepcopy(backend.base_config)
     config.max_new_tokens = steps
     config.do_sample = False
     return config
@@ -103,8 +114,9 @@ def shipped(fingerprint: str, dtype: str) -> dict[str, float] | None:
     return {k: float(v) for k, v in entry["floors"].items()} if entry else None
 
 
-def calibrate(backends: Sequence[Any], out: Path = SHIPPED) -> dict[str, Any]:
+def calibrate(backends: Sequence[Calibrated], out: Path = SHIPPED) -> dict[str, Any]:
     """Measure every backend's floors and write them to ``out`` (merged by fingerprint and dtype)."""
+    table: dict[str, Any]
     try:
         table = json.loads(out.read_text())
     except (OSError, ValueError):
@@ -139,7 +151,7 @@ def known_floors(fingerprint: str, dtype: str) -> dict[str, float] | None:
         return None
 
 
-def noise_floors(backend: Any) -> dict[str, float]:
+def noise_floors(backend: Calibrated) -> dict[str, float]:
     """The floors for this backend: shipped, else cached from an earlier measure, else measured now."""
     fingerprint, dtype = backend.fingerprint, backend.dtype
     found = known_floors(fingerprint, dtype)
@@ -160,8 +172,6 @@ def noise_floors(backend: Any) -> dict[str, float]:
 
 
 def _cache_file(fingerprint: str, dtype: str) -> Path:
-    import hashlib
-
     import platformdirs
 
     root = Path(os.environ.get("ACCORD_CACHE_DIR") or platformdirs.user_cache_dir("accord"))

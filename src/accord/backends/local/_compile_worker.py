@@ -18,7 +18,7 @@ import os
 import struct
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 # The JSON accord asks for: one space after ':' and ',' (as json.dumps writes it), nothing else,
 # so a small model cannot loop on whitespace.
@@ -68,12 +68,12 @@ def outlines_core_bytes(obj: Any) -> bytes:
 # -- the child side -------------------------------------------------------------------------------
 
 
-def write_frame(stream: BinaryIO, data: bytes) -> None:
+def write_frame(stream: IO[bytes], data: bytes) -> None:
     stream.write(struct.pack(">Q", len(data)))
     stream.write(data)
 
 
-def read_frame(stream: BinaryIO) -> bytes:
+def read_frame(stream: IO[bytes]) -> bytes:
     head = stream.read(8)
     if len(head) < 8:
         raise EOFError
@@ -107,7 +107,7 @@ def _limit_memory(size: int) -> None:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
         return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard == resource.RLIM_INFINITY or hard > size:
         resource.setrlimit(resource.RLIMIT_AS, (size, hard))
 

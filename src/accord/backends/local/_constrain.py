@@ -22,8 +22,9 @@ import json
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..._errors import ConfigError, UnsupportedSchema
 from ..._schema import Schema
@@ -70,7 +71,7 @@ def choice_regex(choices: Sequence[Any]) -> str:
     texts = [c if isinstance(c, str) else json.dumps(c) for c in choices]
     folded = Counter(t.casefold() for t in texts)
     words: list[str] = []
-    for text, choice in zip(texts, choices):
+    for text, choice in zip(texts, choices, strict=True):
         words.append(text)
         if isinstance(choice, str) and folded[text.casefold()] == 1:
             words.append(text[:1].upper() + text[1:])
@@ -233,7 +234,7 @@ class Constrainer:
             return engine.compile(spec.kind, spec.text)
         except CompileError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any engine failure passes the schema on
+        except Exception as exc:  # any engine failure passes the schema on
             raise CompileError(f"{type(exc).__name__}: {exc}"[:2000]) from exc
 
     def engine(self, name: str) -> Engine:

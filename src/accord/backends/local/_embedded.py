@@ -23,11 +23,13 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..._errors import ModelNotInstalled
-from ._backend import TransformersBackend, file_sha256, quiet_transformers
+from ._backend import TransformersBackend
+from ._load import file_sha256, quiet_transformers
 
 log = logging.getLogger("accord")
 
@@ -60,7 +62,7 @@ def local(
         folder, dtype=dtype, device=device, engine=engine, threads=threads, model_id=MODEL_ID,
         fingerprint=f"{MODEL_ID}-Q4_1@sha256:{facts['gguf_sha256'][:16]}", **options,
     )
-    backend.conversion_seconds = conversion_seconds  # type: ignore[attr-defined]
+    backend.conversion_seconds = conversion_seconds
     log.debug("loaded %s from %s in %.2f s", MODEL_ID, folder, backend.load_seconds)
     return backend
 
@@ -132,7 +134,7 @@ def _convert(gguf: Path, out: Path) -> None:
 
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(  # Any: torch types every setattr below as Tensor or Module
             gguf.parent, gguf_file=gguf.name, local_files_only=True, dtype=torch.float32
         )
         # The weights are dequantized in memory; save them as the plain float32 model they now are.

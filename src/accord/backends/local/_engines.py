@@ -25,9 +25,12 @@ import threading
 import weakref
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _compile_worker as native
+
+if TYPE_CHECKING:
+    from llguidance._lib import JsonCompileOptions
 
 TENSORS = "torch"
 
@@ -45,6 +48,10 @@ class Engine:
     package: ClassVar[str]
     kinds: ClassVar[frozenset[str]] = frozenset({"json", "regex"})
     isolated: ClassVar[bool] = False  # compile in a child process when a time limit is set
+
+    def __init__(self, tokenizer: Any, vocab_size: int) -> None:
+        """Index the tokenizer's vocabulary (``vocab_size``: the rows of the model's output head)."""
+        raise NotImplementedError
 
     @classmethod
     def installed(cls) -> bool:
@@ -80,9 +87,9 @@ class LLGuidance(Engine):
         from llguidance import LLMatcher
 
         if kind == "json":
-            options = {"whitespace_flexible": False, "item_separator": native.SEPARATORS[0],
-                       "key_separator": native.SEPARATORS[1]}
-            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)  # type: ignore[arg-type]
+            options: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": native.SEPARATORS[0],
+                                           "key_separator": native.SEPARATORS[1]}
+            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(text)
         else:
@@ -100,7 +107,7 @@ class LLGuidance(Engine):
 def _llguidance_processor() -> type:
     from outlines.backends.llguidance import LLGuidanceLogitsProcessor
 
-    class Processor(LLGuidanceLogitsProcessor):  # type: ignore[misc]
+    class Processor(LLGuidanceLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
         """outlines' processor; each generation starts from a copy of the compiled matcher."""
 
         def __init__(self, matcher: Any, tokenizer: Any) -> None:
@@ -113,7 +120,7 @@ def _llguidance_processor() -> type:
             self._bias_logits = self._bias_logits_torch
 
         def _bias_logits_torch(self, input_ids: Any, logits: Any) -> Any:
-            for matcher, row in zip(self.ll_matchers, self.bitmask):
+            for matcher, row in zip(self.ll_matchers, self.bitmask, strict=True):
                 matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
             return apply_bitmask(logits, self.bitmask)
 
@@ -124,7 +131,7 @@ def _llguidance_processor() -> type:
 def _outlines_core_processor() -> type:
     from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
 
-    class Processor(OutlinesCoreLogitsProcessor):  # type: ignore[misc]
+    class Processor(OutlinesCoreLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
         """outlines' processor, with the eager mask kernel."""
 
         def _setup(self, batch_size: int, vocab_size: int) -> None:
@@ -135,7 +142,7 @@ def _outlines_core_processor() -> type:
             self.bias_logits = self._bias_logits_torch
 
         def _bias_logits_torch(self, batch_size: int, logits: Any) -> Any:
-            for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks)):
+            for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks, strict=True)):
                 guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())
                 apply_bitmask(logits[i : i + 1], mask)
             return logits
@@ -275,7 +282,7 @@ class Worker:
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         stdout = proc.stdout
-        answer: queue.Queue[Any] = queue.Queue(maxsize=1)
+        answer: queue.Queue[tuple[dict[str, Any], bytes | None] | BaseException] = queue.Queue(maxsize=1)
 
         def read() -> None:
             try:
@@ -303,7 +310,7 @@ class Worker:
             code = proc.poll()
             self.close()
             raise CompileError(f"{self.engine.name} compile worker died (exit code {code})")
-        return item  # type: ignore[no-any-return]
+        return item
 
     def close(self) -> None:
         proc, self.proc = self.proc, None

@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Protocol
 
 from ..._perturb import Perturbation, compute_dtype
+from ..._types import Prompt
 
 NEIGHBOUR = (
     "Write a detailed travel guide for a week in the mountains: where to stay, which trails to walk "
@@ -29,6 +31,18 @@ NEIGHBOUR = (
     "to try in the villages along the way. Include a short packing list at the end."
 )
 _TWINS_LOCK = threading.Lock()
+
+
+class Local(Protocol):
+    """What a perturbation reads of a local backend (a ``TransformersBackend``)."""
+
+    model: Any
+    base_config: Any  # the generation config accord keeps: token ids
+    twins: dict[tuple[Any, bool], Any]  # (dtype, loaded from the files) -> the model in that dtype
+
+    def encode(self, prompt: Prompt) -> dict[str, Any]: ...
+
+    def load_copy(self, dtype: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -40,21 +54,19 @@ class Prepared:
     width: int
 
 
-def twin(backend: Any, dtype: Any, source: bool = False) -> Any:
-    """The backend's model in another dtype, made once and kept (``backend._twins``).
+def twin(backend: Local, dtype: Any, source: bool = False) -> Any:
+    """The backend's model in another dtype, made once and kept (``backend.twins``).
 
     ``source``: loaded again from the model's files in that dtype (what a deployment in that
     dtype runs) when the backend knows them; otherwise, and by default, a cast of the deployed
     weights.
     """
     with _TWINS_LOCK:
-        twins = backend.__dict__.setdefault("_twins", {})
         key = (dtype, source)
-        if key not in twins:
-            load = getattr(backend, "load_copy", None) if source else None
-            made = load(dtype) if load is not None else None
-            twins[key] = (made if made is not None else copy.deepcopy(backend.model).to(dtype)).eval()
-        return twins[key]
+        if key not in backend.twins:
+            made = backend.load_copy(dtype) if source else None
+            backend.twins[key] = (made if made is not None else copy.deepcopy(backend.model).to(dtype)).eval()
+        return backend.twins[key]
 
 
 def _torch_dtype(name: Any) -> Any:
@@ -63,7 +75,7 @@ def _torch_dtype(name: Any) -> Any:
     return name if isinstance(name, torch.dtype) else getattr(torch, str(name))
 
 
-def compute_model(backend: Any, perturbation: Perturbation) -> Any:
+def compute_model(backend: Local, perturbation: Perturbation) -> Any:
     """The model a perturbed ballot runs on (see the module docstring): the deployed one, or a
     twin in the dtype ``compute_dtype`` names, loaded from the files when it is the reference."""
     model = backend.model
@@ -75,14 +87,14 @@ def compute_model(backend: Any, perturbation: Perturbation) -> Any:
     return twin(backend, _torch_dtype(dtype), source=source)
 
 
-def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dict[str, Any]:
+def with_neighbours(backend: Local, inputs: dict[str, Any], count: int = 1) -> dict[str, Any]:
     """The prompt as row 0 of a left-padded batch with ``count`` long neighbour prompts."""
     import torch
 
     neighbour = backend.encode(NEIGHBOUR)["input_ids"][0].to(inputs["input_ids"].device)
     rows = [inputs["input_ids"][0]] + [neighbour] * count
     width = max(len(r) for r in rows)
-    pad = backend._base_config.pad_token_id
+    pad = backend.base_config.pad_token_id
     pad = pad if pad is not None else 0
     ids = torch.full((len(rows), width), pad, dtype=rows[0].dtype, device=rows[0].device)
     mask = torch.zeros((len(rows), width), dtype=torch.long, device=rows[0].device)
@@ -93,18 +105,21 @@ def with_neighbours(backend: Any, inputs: dict[str, Any], count: int = 1) -> dic
 
 
 @contextlib.contextmanager
-def perturbed(backend: Any, perturbation: Perturbation | None, inputs: dict[str, Any]) -> Iterator[Prepared]:
+def perturbed(backend: Local, perturbation: Perturbation | None, inputs: dict[str, Any]) -> Iterator[Prepared]:
+    """The model and inputs one call generates with under ``perturbation`` (None: as deployed)."""
     import torch
 
-    model = compute_model(backend, perturbation) if perturbation is not None else backend.model
-    kind = perturbation.kind if perturbation is not None else None
+    if perturbation is None:
+        yield Prepared(backend.model, inputs, int(inputs["input_ids"].shape[1]))
+        return
+    model = compute_model(backend, perturbation)
+    kind, value = perturbation.kind, perturbation.value
     if kind == "batch":
-        inputs = with_neighbours(backend, inputs, int(perturbation.value or 1))  # type: ignore[union-attr]
+        inputs = with_neighbours(backend, inputs, int(value or 1))
     width = int(inputs["input_ids"].shape[1])
     if kind == "attention":
         current = model.config._attn_implementation
-        other = perturbation.value or ("eager" if current != "eager" else "sdpa")  # type: ignore[union-attr]
-        model.set_attn_implementation(other)
+        model.set_attn_implementation(value or ("eager" if current != "eager" else "sdpa"))
         try:
             yield Prepared(model, inputs, width)
         finally:
@@ -112,7 +127,7 @@ def perturbed(backend: Any, perturbation: Perturbation | None, inputs: dict[str,
         return
     if kind == "threads":
         current = torch.get_num_threads()
-        torch.set_num_threads(int(perturbation.value or (current // 2 if current > 1 else 2)))  # type: ignore[union-attr]
+        torch.set_num_threads(int(value or (current // 2 if current > 1 else 2)))
         try:
             yield Prepared(model, inputs, width)
         finally:

@@ -1,0 +1,211 @@
+"""Every value a model's text may hold, in the order they are preferred on a tie.
+
+Fenced blocks first (closed or cut off at the end of the text), then every JSON-like span in text
+order (``{...}`` and ``[...]``, read strictly when they can be and leniently otherwise, see
+``_jsonish``), then YAML-like ``key: value`` blocks (nested by indentation, ``- item`` lists).
+The count is bounded (``MAX_CANDIDATES``) and so is the work: spans never overlap once read, and
+failed attempts together may scan the text only a few times over.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ._jsonish import Fix, NotJson, Path, parse
+
+MAX_CANDIDATES = 16
+MAX_LENIENT_CHARS = 100_000
+_MAX_ATTEMPTS = 32
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
+_OPEN = re.compile(r"[\[{]")
+_DECODER = json.JSONDecoder()
+_KV = re.compile(
+    r"^(?P<indent>[ \t]*)(?:[-*+][ \t]+)?(?:\*\*)?[\"']?(?P<key>[A-Za-z_][\w .\-]{0,40}?)[\"']?(?:\*\*)?[ \t]*[:=][ \t]*"
+    r"(?:\*\*)?[ \t]*(?P<value>.*?)[ \t]*$"
+)
+_ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One value found in the text: the data, the repairs it needed, where it came from."""
+
+    data: Any
+    fixes: tuple[Fix, ...] = ()
+    closed: frozenset[Path] = frozenset()
+    origin: str = "json"  # "fenced", "json", "key-value", "implied"
+    open_end: bool = False  # its last value runs to the end of the text: a cut there would not show
+
+
+# The least a candidate of each origin can cost (see ``_read``): once a valid candidate costs no
+# more, nothing of that origin or later can beat it, and the text need not be read further.
+FLOORS = {"fenced": 0, "json": 0, "key-value": 2, "implied": 4}
+
+
+def candidates(text: str) -> list[Candidate]:
+    """The candidate values in ``text``, deduplicated, at most ``MAX_CANDIDATES``."""
+    return list(iter_candidates(text))
+
+
+def iter_candidates(text: str) -> Iterator[Candidate]:
+    """:func:`candidates`, found lazily, in order."""
+    seen: list[Any] = []
+    for candidate in _all(text):
+        if any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
+            continue
+        seen.append(candidate.data)
+        yield candidate
+        if len(seen) >= MAX_CANDIDATES:
+            return
+
+
+def _all(text: str) -> Iterator[Candidate]:
+    if len(text) > MAX_LENIENT_CHARS:
+        return
+    for match in _FENCE.finditer(text):
+        body = match.group(2).strip()
+        if body[:1] in "{[":
+            found = _read(body, 0)
+            if found is not None:
+                yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
+    yield from _spans(text)
+    if text.lstrip()[:1] not in ("{", "["):  # else the spans have read it
+        whole = _whole(text)
+        if whole is not None:
+            yield whole
+    yield from _blocks(text)
+
+
+def _whole(text: str) -> Candidate | None:
+    """The whole text as one JSON value (a bare number or string, for a schema that takes one)."""
+    try:
+        return Candidate(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _read(text: str, start: int) -> tuple[Candidate, int] | None:
+    """The value at ``start``: strictly if it is JSON, leniently if not; None if neither."""
+    try:
+        value, end = _DECODER.raw_decode(text, start)
+        return Candidate(value), end
+    except (ValueError, RecursionError):
+        pass
+    try:
+        parsed = parse(text, start)
+    except (NotJson, RecursionError):
+        return None
+    return Candidate(parsed.value, parsed.fixes, parsed.closed), parsed.end
+
+
+def _spans(text: str) -> Iterator[Candidate]:
+    """Every ``{...}`` and ``[...]`` span, left to right; a span read is not read again inside."""
+    done = attempts = 0
+    for match in _OPEN.finditer(text):
+        if match.start() < done:
+            continue
+        attempts += 1
+        if attempts > _MAX_ATTEMPTS:
+            return
+        found = _read(text, match.start())
+        if found is None:
+            continue
+        candidate, done = found
+        if isinstance(candidate.data, (dict, list)):
+            yield candidate
+
+
+def _blocks(text: str) -> Iterator[Candidate]:
+    """YAML-like blocks: runs of ``key: value`` lines (``- item`` lines and indentation nest)."""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if _KV.match(lines[i]) is None:
+            i += 1
+            continue
+        start = i
+        try:
+            block, i = _block(lines, i, _indent(lines[i]))
+        except NotJson:  # a value cut off: the block says no value
+            i = max(i, start + 1)
+            while i < len(lines) and _KV.match(lines[i]):
+                i += 1
+            continue
+        if block:
+            open_end = i >= len(lines) and not text.endswith(("\n", "\r"))
+            yield Candidate(block, (Fix((), "key-value lines as an object"),), frozenset(), "key-value", open_end)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _block(lines: list[str], i: int, indent: int) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {}
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            if i < len(lines) and _KV.match(lines[i]) and _indent(lines[i]) >= indent:
+                continue
+            break
+        match = _KV.match(line)
+        if match is None or _indent(line) != indent:
+            break
+        key, value = match.group("key").strip(), match.group("value")
+        i += 1
+        if value:
+            out[key] = _scalar(value)
+            continue
+        nested = lines[i] if i < len(lines) else ""
+        if nested.strip() and _indent(nested) > indent:
+            if _ITEM.match(nested):
+                items, i = _items(lines, i, _indent(nested))
+                out[key] = items
+            elif _KV.match(nested):
+                out[key], i = _block(lines, i, _indent(nested))
+            else:
+                out[key] = ""
+        else:
+            out[key] = ""
+    return out, i
+
+
+def _items(lines: list[str], i: int, indent: int) -> tuple[list[Any], int]:
+    out: list[Any] = []
+    while i < len(lines):
+        match = _ITEM.match(lines[i])
+        if match is None or _indent(lines[i]) != indent:
+            break
+        out.append(_scalar(match.group("value")))
+        i += 1
+    return out, i
+
+
+def _scalar(text: str) -> Any:
+    """A value on a ``key: value`` line: JSON-like if the whole of it reads so, else the text.
+
+    A value that opens a list, an object or a string it does not close is cut off: it is no
+    value, and the block that holds it is none either (:class:`NotJson`).
+    """
+    text = text.rstrip(",").strip()
+    if text[:1] in ("[", "{"):
+        return parse(text).value  # NotJson (Cut) when it does not close
+    if text[:1] in ('"', "'") and (len(text) < 2 or text[-1] != text[0]):
+        raise NotJson("a string cut off")
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        try:
+            return parse(text).value
+        except NotJson:
+            return text[1:-1]
+    try:
+        parsed = parse(f"[{text}]")
+    except NotJson:
+        return text
+    if isinstance(parsed.value, list) and len(parsed.value) == 1 and not isinstance(parsed.value[0], str):
+        return parsed.value[0]
+    return text

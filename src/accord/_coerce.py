@@ -1,0 +1,274 @@
+"""Schema-aligned coercion: bend data read from a model toward the schema, only where it says how.
+
+Guided by the output's JSON Schema, and recorded: every change is a :class:`Coercion` (which fix,
+at which path, at what cost), and a candidate's score is the sum of its costs. The coercions:
+
+- object keys matched case- and separator-insensitively (``firstName`` / ``first_name`` /
+  ``First Name``), when exactly one property matches;
+- a required nullable field that is missing filled with null (never inside an object the text
+  was cut off in: there the model may still have meant a value);
+- a scalar (or one object) where the schema wants a list: a one-element list; a one-element list
+  where it wants a scalar: the element;
+- numeric strings to numbers, ``yes``/``no``/``true``/``false`` strings to booleans, numbers to
+  strings for string fields;
+- enum members matched case- and whitespace-insensitively;
+- unions (``anyOf``/``oneOf``): every member tried in order, the one with the fewest misfits and
+  the lowest cost kept, the first on a tie.
+
+Anything else is left as it is, for validation to accept or reject: a coercion never invents a
+value the data does not hold.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ._normalize import fold, resolve, types_of
+
+Path = tuple[str | int, ...]
+
+_NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
+_GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*")
+_INTEGER = re.compile(r"\s*[-+]?\d+\s*")
+_BOOLS = {"yes": True, "no": False, "true": True, "false": False}
+_SEPARATORS = re.compile(r"[\s_\-.]+")
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class Coercion:
+    """One change made to fit the schema: ``fix`` at ``path``, costing ``cost``."""
+
+    path: Path
+    fix: str
+    cost: int = 1
+    breaking: bool = False  # the data is certainly invalid without it (a scalar where a list belongs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": ".".join(map(str, self.path)), "fix": self.fix}
+
+
+def key_fold(key: str) -> str:
+    """A key compared case- and separator-insensitively: ``firstName``, ``first_name``, ``First Name``."""
+    return _SEPARATORS.sub("", key).casefold()
+
+
+def coerce(data: Any, schema: dict[str, Any] | None, closed: frozenset[Path] = frozenset()) -> tuple[Any, list[Coercion], int]:
+    """``(data, coercions, misfits)``: the data bent toward the schema, what was done, and how many
+    places still do not fit their type. ``closed``: objects the text was cut off in."""
+    walker = _Coercer(schema or {}, closed)
+    out = walker.walk(data, schema or {}, (), 0)
+    return out, walker.coercions, walker.misfits
+
+
+class _Coercer:
+    def __init__(self, root: dict[str, Any], closed: frozenset[Path]) -> None:
+        self.root = root
+        self.closed = closed
+        self.coercions: list[Coercion] = []
+        self.misfits = 0
+
+    def note(self, path: Path, fix: str, cost: int, breaking: bool = False) -> None:
+        self.coercions.append(Coercion(path, fix, cost, breaking))
+
+    def walk(self, data: Any, node: Any, path: Path, depth: int) -> Any:
+        node = resolve(node, self.root)
+        if not node or depth > MAX_DEPTH:
+            return data
+        for key in ("anyOf", "oneOf"):
+            branches = node.get(key)
+            if isinstance(branches, list) and branches:
+                return self.union(data, branches, path, depth)
+        all_of = node.get("allOf")
+        if isinstance(all_of, list) and len(all_of) == 1:
+            return self.walk(data, all_of[0], path, depth + 1)
+        if isinstance(node.get("enum"), list):
+            return self.member(data, node["enum"], path)
+        if "const" in node:
+            return self.member(data, [node["const"]], path)
+        types = types_of(node)
+        if not types:
+            types = {"object"} if "properties" in node else {"array"} if "items" in node or "prefixItems" in node else set()
+        if not types:
+            return data
+        if data is None and "null" in types:
+            return None
+        if "object" in types and isinstance(data, dict):
+            return self.object(data, node, path, depth)
+        if "array" in types:
+            if isinstance(data, list):
+                return self.array(data, node, path, depth)
+            if data is not None and not types & _kinds(data):
+                self.note(path, "one value as a list", 2, breaking=True)
+                items = node.get("items") if isinstance(node.get("items"), dict) else {}
+                return [self.walk(data, items, (*path, 0), depth + 1)]
+        if isinstance(data, list) and len(data) == 1 and not types & {"array"} and not isinstance(data[0], (list, dict)):
+            self.note(path, "one-element list as its element", 2, breaking=True)
+            return self.walk(data[0], node, path, depth + 1)
+        return self.scalar(data, types, path)
+
+    def union(self, data: Any, branches: list[Any], path: Path, depth: int) -> Any:
+        best: tuple[int, int, Any, list[Coercion]] | None = None
+        for branch in branches:
+            trial = _Coercer(self.root, self.closed)
+            out = trial.walk(data, branch, path, depth + 1)
+            if not _fits(out, resolve(branch, self.root), self.root):
+                trial.misfits += 1
+            cost = sum(c.cost for c in trial.coercions)
+            if best is None or (trial.misfits, cost) < (best[0], best[1]):
+                best = (trial.misfits, cost, out, trial.coercions)
+        assert best is not None
+        self.misfits += best[0]
+        self.coercions.extend(best[3])
+        return best[2]
+
+    def member(self, data: Any, members: list[Any], path: Path) -> Any:
+        if any(data == m and type(data) is type(m) for m in members):
+            return data
+        if isinstance(data, str):
+            folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
+            if len(folded) == 1:
+                if folded[0] != data.strip():
+                    self.note(path, f"{data!r} as the member {folded[0]!r}", 1)
+                return folded[0]
+            numbers = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
+            if numbers and _NUMERIC.fullmatch(data) and _number(data) in numbers:
+                self.note(path, "numeric string as a number", 1)
+                return _number(data)
+        if isinstance(data, list) and len(data) == 1:
+            self.note(path, "one-element list as its element", 2, breaking=True)
+            return self.member(data[0], members, path)
+        self.misfits += 1
+        return data
+
+    def object(self, data: dict[str, Any], node: dict[str, Any], path: Path, depth: int) -> Any:
+        props: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
+        extra = node.get("additionalProperties")
+        out: dict[str, Any] = {}
+        renamed: dict[str, str] = {}
+        if props and any(key not in props for key in data):
+            wanted = _folded(tuple(props))
+            for key in data:
+                if key in props:
+                    continue
+                matches = wanted.get(key_fold(key), [])
+                if len(matches) == 1 and matches[0] not in data and matches[0] not in renamed.values():
+                    renamed[key] = matches[0]
+        for key, value in data.items():
+            name = renamed.get(key, key)
+            if name != key:
+                self.note((*path, name), f"key {key!r} as {name!r}", 1)
+            child = props.get(name, extra if isinstance(extra, dict) else None)
+            out[name] = self.walk(value, child, (*path, name), depth + 1) if child is not None else value
+        required: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
+        for name in required:
+            if name in out or name not in props:
+                continue
+            if path in self.closed:
+                self.misfits += 1  # cut off before it: never filled
+                continue
+            if _nullable(props[name], self.root):
+                self.note((*path, name), "missing nullable field as null", 2, breaking=True)
+                out[name] = None
+            else:
+                self.misfits += 1
+        return out
+
+    def array(self, data: list[Any], node: dict[str, Any], path: Path, depth: int) -> Any:
+        prefix: list[Any] = node["prefixItems"] if isinstance(node.get("prefixItems"), list) else []
+        items = node["items"] if isinstance(node.get("items"), dict) else None
+        return [
+            self.walk(v, prefix[i] if i < len(prefix) else items, (*path, i), depth + 1)
+            if (i < len(prefix) or items is not None) else v
+            for i, v in enumerate(data)
+        ]
+
+    def scalar(self, data: Any, types: set[str], path: Path) -> Any:
+        if types & _kinds(data):
+            return data
+        if isinstance(data, str):
+            if types & {"integer", "number"}:
+                if _NUMERIC.fullmatch(data):
+                    value = _number(data)
+                    if value is not None and ("number" in types or isinstance(value, int)):
+                        self.note(path, "numeric string as a number", 1)
+                        return value
+                if _GROUPED.fullmatch(data):
+                    value = _number(data.replace(",", ""))
+                    if value is not None:
+                        self.note(path, "number with thousands separators", 2, breaking=True)
+                        return value
+            if "boolean" in types and fold(data) in _BOOLS:
+                self.note(path, "yes/no string as a boolean", 1)
+                return _BOOLS[fold(data)]
+        elif isinstance(data, (int, float)) and not isinstance(data, bool) and "string" in types:
+            self.note(path, "number as a string", 2, breaking=True)
+            return str(data)
+        elif isinstance(data, float) and "integer" in types and data.is_integer() and abs(data) < 2**53:
+            return int(data)
+        self.misfits += 1
+        return data
+
+
+@functools.lru_cache(maxsize=1024)
+def _folded(props: tuple[str, ...]) -> dict[str, list[str]]:
+    """The properties of an object by their folded key (cached: schemas repeat)."""
+    wanted: dict[str, list[str]] = {}
+    for prop in props:
+        wanted.setdefault(key_fold(prop), []).append(prop)
+    return wanted
+
+
+def _kinds(data: Any) -> set[str]:
+    """The JSON Schema types a Python value is."""
+    if data is None:
+        return {"null"}
+    if isinstance(data, bool):
+        return {"boolean"}
+    if isinstance(data, int):
+        return {"integer", "number"}
+    if isinstance(data, float):
+        return {"number"}
+    if isinstance(data, str):
+        return {"string"}
+    if isinstance(data, list):
+        return {"array"}
+    if isinstance(data, dict):
+        return {"object"}
+    return set()
+
+
+def _fits(data: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
+    """Whether the data's top-level type is one the node allows (a cheap test for union members)."""
+    if not node:
+        return True
+    if isinstance(node.get("enum"), list):
+        return any(data == m and type(data) is type(m) for m in node["enum"])
+    if "const" in node:
+        return bool(data == node["const"])
+    types = types_of(node) or ({"object"} if "properties" in node else set())
+    if not types:
+        return True
+    return bool(types & _kinds(data))
+
+
+def _nullable(node: Any, root: dict[str, Any]) -> bool:
+    node = resolve(node, root)
+    if "null" in types_of(node):
+        return True
+    for key in ("anyOf", "oneOf"):
+        branches = node.get(key)
+        if isinstance(branches, list) and any("null" in types_of(resolve(b, root)) for b in branches):
+            return True
+    return False
+
+
+def _number(text: str) -> int | float | None:
+    value = float(text)
+    if not math.isfinite(value):
+        return None
+    return int(value) if _INTEGER.fullmatch(text) else value

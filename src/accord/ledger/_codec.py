@@ -1,0 +1,115 @@
+"""A Result as the ledger stores it, and back: JSON text only, nothing pickled or evaluated.
+
+:func:`encode` turns a finished Result into the columns of its run and its ballots;
+:func:`decode` rebuilds an accepted Result from them, with the value and every ballot's value
+validated again through the schema. :func:`summary` and :func:`full` turn stored rows into the
+plain dicts ``Ledger.runs``, ``show`` and ``export`` return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from .._result import Ballot, Result
+from .._schema import Schema
+from .._types import Usage
+from ._store import Answer, EncodedRun, RunRow
+
+
+def encode(result: Result[Any], schema: Schema[Any]) -> EncodedRun:
+    """The row of one run: its outcome, the value's data, the Result without value and ballots, the ballots."""
+    accepted = result.error is None and result.stable
+    outcome = "accepted" if accepted else ("failed" if result.error is not None else "unstable")
+    has_value = result.value is not None or (accepted and result.key is not None)
+    doc = result.to_dict()
+    doc.pop("value")
+    return EncodedRun(
+        outcome=outcome,
+        stopped_because=result.stopped_because,
+        error=type(result.error).__name__ if result.error is not None else None,
+        calls=result.calls,
+        value=dumps(schema.dump(result.value)) if has_value else None,
+        result=dumps({k: v for k, v in doc.items() if k != "ballots"}),
+        ballots=[(b.status, ballot_body(b)) for b in result.ballots],
+    )
+
+
+def ballot_body(ballot: Ballot) -> str:
+    """A ballot as stored: ``Ballot.to_dict()`` as JSON."""
+    return dumps(ballot.to_dict())
+
+
+def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
+    """Rebuild an accepted Result: values validated again through the schema, ballots as Ballots."""
+    doc, value = json.loads(answer.result), answer.value
+    ballots = tuple(decode_ballot(json.loads(body), schema) for body in answer.ballots)
+    meta = {**doc.get("meta", {}), "ledger": {"key": answer.key, "run": answer.run, "decided": answer.created}}
+    return Result(
+        value=schema.validate(json.loads(value)) if value is not None else None,
+        stable=doc["stable"],
+        agreement=doc["agreement"],
+        votes=dict(doc["votes"]),
+        ballots=ballots,
+        stopped_because=doc["stopped_because"],
+        usage=decode_usage(doc["usage"]),
+        schema=doc.get("schema", ""),
+        fingerprint=doc.get("fingerprint", ""),
+        key=doc.get("key"),
+        field_agreement=doc.get("field_agreement"),
+        min_margin=doc.get("min_margin"),
+        fragile_steps=doc.get("fragile_steps"),
+        replayed=True,
+        meta=meta,
+        environment=doc.get("environment", {}),
+        data=json.loads(value) if value is not None else None,  # parsed apart: value and data never share objects
+    )
+
+
+_BALLOT_FIELDS = frozenset(f.name for f in dataclasses.fields(Ballot)) - {"usage", "value"}
+
+
+def decode_ballot(d: dict[str, Any], schema: Schema[Any]) -> Ballot:
+    """A stored ballot: its value validated again when it was valid."""
+    value = schema.validate(d["data"]) if d["status"] == "valid" else None
+    fields = {k: v for k, v in d.items() if k in _BALLOT_FIELDS}
+    fields["coercions"] = tuple(dict(c) for c in d.get("coercions") or ())  # JSON lists back to the tuple a Ballot holds
+    return Ballot(value=value, usage=decode_usage(d.get("usage") or {}), **fields)
+
+
+def decode_usage(d: dict[str, Any]) -> Usage:
+    return Usage(d.get("prompt_tokens"), d.get("completion_tokens"), d.get("seconds", 0.0), d.get("calls", 0))
+
+
+def summary(row: RunRow) -> dict[str, Any]:
+    """One run as ``Ledger.runs`` lists it (values and requests as JSON data)."""
+    return {
+        "run": row.run,
+        "key": row.key,
+        "created": row.created,
+        "outcome": row.outcome,
+        "stopped_because": row.stopped_because,
+        "error": row.error,
+        "calls": row.calls,
+        "refresh": bool(row.refresh),
+        "value": None if row.value is None else json.loads(row.value),
+        "current": bool(row.current),
+        "superseded_by": row.superseded_by,
+        "request": json.loads(row.request) if row.request is not None else None,
+    }
+
+
+def full(row: RunRow, *, with_request: bool) -> dict[str, Any]:
+    """A summary with the run's ``result`` and ``ballots`` (and its ``request`` when ``with_request``)."""
+    out = summary(row)
+    out["result"] = json.loads(row.result) if row.result is not None else None
+    if not with_request:
+        out.pop("request")
+    out["ballots"] = [json.loads(body) for body in row.ballots or ()]
+    return out
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON, unicode kept; anything JSON cannot hold goes in as its repr."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)

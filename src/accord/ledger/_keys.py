@@ -1,0 +1,152 @@
+"""The ledger key: everything that decides an answer, as canonical JSON, hashed.
+
+The key of a prompt under a stabilizer is the sha256 (hex) of the canonical JSON (sorted keys, no
+spaces) of ``{"ledger", "model", "policy", "request", "schema"}``: the key format version, the
+backend's logical fingerprint, the policy that chooses the answer (:func:`describe_policy`), the
+request as passed, and the schema (:func:`describe_schema`). Never the environment (device,
+dtype, host, library versions): another worker gets the same key.
+
+Everything but the request (the *context*) is computed once per stabilizer and cached, so a key
+costs one canonical dump of the request and one hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import threading
+import weakref
+from typing import Any, NamedTuple
+
+from .._canonical import canonical_key
+from .._errors import LedgerError
+from .._schema import Schema
+from ._store import Entry
+
+KEY_VERSION = 1  # bump when the key material changes shape: old answers then miss, never go stale
+
+
+class Context(NamedTuple):
+    """A stabilizer's part of every key: ``head + request + tail`` is the key's canonical JSON."""
+
+    head: str
+    tail: str
+    id: str  # sha256 of ``material``
+    material: str  # the canonical JSON of the key material without the request
+
+
+class Keys:
+    """Keys of prompts under stabilizers, with each stabilizer's context cached (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._contexts: weakref.WeakKeyDictionary[Any, tuple[Any, Any, str, Context]] = weakref.WeakKeyDictionary()
+
+    def entry(self, stabilizer: Any, prompt: Any) -> Entry:
+        """The key of ``prompt`` under ``stabilizer``, with its request and context as stored."""
+        context = self.context(stabilizer)
+        request = canonical_key(prompt)
+        key = hashlib.sha256((context.head + request + context.tail).encode()).hexdigest()
+        return Entry(key, request, context.id, context.material)
+
+    def context(self, stab: Any) -> Context:
+        """Everything in the key but the request; recomputed when the stabilizer's policy, schema
+        or model fingerprint is another object than the cached one's."""
+        fingerprint = str(getattr(stab.model, "fingerprint", None) or qualname(type(stab.model)))
+        with self._lock:
+            cached = self._contexts.get(stab)
+            if cached and cached[0] is stab.policy and cached[1] is stab.schema and cached[2] == fingerprint:
+                return cached[3]
+            ledger, model = canonical_key(KEY_VERSION), canonical_key(fingerprint)
+            policy, schema = canonical_key(describe_policy(stab.policy)), canonical_key(describe_schema(stab.schema))
+            head = f'{{"ledger":{ledger},"model":{model},"policy":{policy},"request":'
+            tail = f',"schema":{schema}}}'
+            material = f'{{"ledger":{ledger},"model":{model},"policy":{policy},"schema":{schema}}}'  # without the request
+            context = Context(head, tail, hashlib.sha256(material.encode()).hexdigest(), material)
+            self._contexts[stab] = (stab.policy, stab.schema, fingerprint, context)
+            return context
+
+
+def key_prefix(prefix: str) -> str:
+    """A key prefix as the stores compare it (lower-case hex); LedgerError when it is not hex."""
+    text = prefix.strip().lower()
+    if not text or any(ch not in "0123456789abcdef" for ch in text):
+        raise LedgerError(f"a ledger key is hexadecimal, got {prefix!r}")
+    return text
+
+
+def describe_schema(schema: Schema[Any]) -> dict[str, Any]:
+    """The schema part of the key: its canonical JSON Schema (or the grammar text)."""
+    if schema.kind == "grammar":
+        return {"kind": "grammar", "lark": schema.source.lark}
+    return {"kind": schema.kind, "json_schema": schema.json_schema}
+
+
+# Policy fields that decide whether and how fast a run ends, never which answer it accepts.
+# Everything else is in the key, new fields included: a miss is better than a stale hit.
+_POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality"})
+_RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
+# Policy fields added after the first key format: in the key only when set away from their
+# default, so the answers a ledger holds from before they existed still replay (the default is
+# what those runs did: the lenient reader reads every valid JSON value unchanged).
+_NEW_SINCE_V1 = frozenset({"extract"})
+
+
+def describe_policy(policy: Any) -> dict[str, Any]:
+    """The policy part of the key: vote, retry attempts, settings, normalizers, schema hint, perturbation.
+
+    Callables go by qualified name. Left out: the budget, transport retries and their waits,
+    ``on_ballot`` and ``on_no_consensus``, and fields newer than the first key format while they
+    hold their default (``extract``).
+    """
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(policy):
+        value = getattr(policy, f.name)
+        if f.name in _POLICY_NOT_IN_KEY:
+            continue
+        if f.name in _NEW_SINCE_V1 and f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+            continue
+        if f.name == "retry":
+            kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]
+            out["retry"] = {name: describe(getattr(value, name)) for name in kept}
+        elif f.name == "vote":
+            out["vote"] = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
+        else:
+            out[f.name] = describe(value)
+    return out
+
+
+def describe(obj: Any, depth: int = 0) -> Any:
+    """A stable JSON description of a policy object: never an address, never pickled."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if depth > 4:
+        return qualname(type(obj))
+    if isinstance(obj, (list, tuple)):
+        return [describe(v, depth + 1) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): describe(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, functools.partial):
+        return {"partial": qualname(obj.func), "args": describe(obj.args, depth + 1), "keywords": describe(obj.keywords, depth + 1)}
+    if inspect.isroutine(obj) or isinstance(obj, type):
+        return qualname(obj)
+    if dataclasses.is_dataclass(obj):
+        fields = {f.name: describe(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+        return {"type": qualname(type(obj)), **fields}
+    own = getattr(obj, "describe", None)
+    if callable(own):
+        return describe(own(), depth + 1)
+    kind: Any = type(obj)  # Any: mypy reads ``type(obj).__repr__`` as unbound and the check as never true
+    if kind.__repr__ is not object.__repr__:
+        text = repr(obj)
+        if " at 0x" not in text:
+            return text
+    attrs = {k: describe(v, depth + 1) for k, v in sorted(getattr(obj, "__dict__", {}).items()) if not k.startswith("_")}
+    return {"type": qualname(type(obj)), **attrs}
+
+
+def qualname(obj: Any) -> str:
+    """``module:qualname`` of a function or class (of the object's type when it has none)."""
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"

@@ -1,0 +1,142 @@
+"""The end of a run: the :class:`~accord.Result`, and the typed error a failed run raises.
+
+Built from the ballot box (``_box``) and every ballot the loop recorded:
+
+    an accepted verdict        stable; the value is the winner's earliest ballot's, or the
+                               fieldwise assembly's
+    failed, plurality asked    the plurality winner when there is one, ``stable=False``, no error
+    failed                     an :class:`~accord.OutputError` carrying the Result:
+                               BudgetExceeded    the budget ran out
+                               NoConsensus       valid ballots, none can reach the quorum
+                               BackendError      every finished slot failed in the backend
+                               InvalidOutput     no valid output
+
+The calls still in flight when the run ends are recorded as cancelled ballots (:func:`cancelled`).
+:func:`environment` says where the answer was decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
+from .._result import Ballot, Result
+from .._types import Settings, Usage
+from ..backends._base import Backend
+from ..determinism import environment as versions
+from ._box import BUDGET, Box, Verdict
+
+if TYPE_CHECKING:
+    from ._loop import Call
+
+
+def cancelled(calls: Iterable[Call], started: float) -> list[Ballot]:
+    """A "cancelled" ballot for each call still in flight at ``started`` seconds into the run."""
+    return [Ballot(call.slot, call.request.attempt, "cancelled", started=started) for call in calls]
+
+
+def result(
+    box: Box,
+    verdict: Verdict,
+    *,
+    ballots: Sequence[Ballot],
+    usage: Usage,
+    backend: Backend,
+    settings: Settings,
+    plurality: bool,
+    seconds: float,
+) -> Result[Any]:
+    """The Result of a run that ended on ``verdict``; a failed one carries its error (and the
+    error the Result)."""
+    reason, winner = verdict
+    tally = box.tally()
+    if winner is None and plurality and tally.counts:
+        winner = box.winner(tally)
+    chosen = box.first.get(winner) if winner is not None else None
+    value = chosen.value if chosen else None
+    data = chosen.data if chosen else None
+    votes = dict(tally.ranked)
+    agreement = (votes[winner] / tally.valid) if chosen and winner is not None and tally.valid else 0.0
+    fields: dict[str, Any] = {}
+    if box.vote.fieldwise:
+        if box.assembled is not None and winner == box.assembled[0]:
+            value, data = box.assembled[1], box.assembled[2]
+            agreement = min(box.field_agreement.values(), default=1.0) if box.field_agreement else 1.0
+            fields["fieldwise"] = "assembled"
+        elif box.fallback is not None:
+            fields["fieldwise"] = "fell back to the whole-object winner"
+            fields["fieldwise_errors"] = [dict(e) for e in box.fallback]
+        else:
+            fields["fieldwise"] = "undecided"
+    found = chosen is not None or fields.get("fieldwise") == "assembled"
+    failure = None if verdict.accepted or (plurality and found) else error(box, reason, votes, ballots)
+    engine = {"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}
+    outcome: Result[Any] = Result(
+        value=value,
+        data=data,
+        stable=verdict.accepted,
+        agreement=agreement,
+        votes=votes,
+        ballots=tuple(ballots),
+        stopped_because=reason,
+        usage=usage,
+        schema=box.schema.name,
+        fingerprint=backend.fingerprint,
+        key=winner if found else None,
+        error=failure,
+        field_agreement=box.field_agreement if box.vote.fieldwise else None,
+        min_margin=chosen.min_margin if chosen else None,
+        fragile_steps=chosen.fragile_steps if chosen else None,
+        environment=environment(backend, settings, ballots, chosen),
+        meta={
+            **engine,
+            "seconds": round(seconds, 6),
+            "k": box.k,
+            "quorum": box.quorum,
+            **({"predicted": dict(box.predicted)} if box.predicted else {}),
+            **fields,
+        },
+    )
+    if failure is not None:
+        failure.result = outcome
+    return outcome
+
+
+def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot]) -> AccordError:
+    """The typed error of a failed run (see the module docstring)."""
+    shown = ", ".join(f"{key} x{count}" for key, count in list(votes.items())[:5])
+    if reason == BUDGET:
+        return BudgetExceeded(f"budget ran out before a decision ({len(ballots)} calls; votes: {shown or 'none'})")
+    if votes:
+        return NoConsensus(f"no answer can reach the quorum of {box.quorum} of {box.k} (votes: {shown})")
+    faults = [seat.fault for seat in box.seats if seat.fault is not None]
+    if faults and len(faults) == box.done:
+        last = faults[-1]
+        status = last.status if isinstance(last, BackendError) else None
+        return BackendError(f"every ballot failed in the backend; last: {last}", status=status)
+    last_error = next((b.error for b in reversed(ballots) if b.error), None)
+    detail = f"; last: {last_error['message']}" if last_error else ""
+    return InvalidOutput(f"no valid output in {len(ballots)} calls{detail}")
+
+
+def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot], chosen: Ballot | None) -> dict[str, Any]:
+    """Where this answer was decided: versions, backend, settings, perturbations."""
+    perturbations = sorted({str(b.meta["perturbation"]) for b in ballots if "perturbation" in b.meta})
+    engines = sorted({str(b.meta["engine"]) for b in ballots if "engine" in b.meta})
+    return {
+        **versions(),
+        **_describe(backend),
+        **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
+        **({"engines": engines} if len(engines) > 1 else {}),
+        "settings": {f.name: value for f in fields(settings) if (value := getattr(settings, f.name)) is not None},
+        "perturbations": perturbations,
+    }
+
+
+def _describe(backend: Backend) -> dict[str, Any]:
+    try:
+        return dict(backend.describe())
+    except Exception:  # noqa: BLE001 - describing a backend must never lose a result
+        return {"backend": type(backend).__name__}

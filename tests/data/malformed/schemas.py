@@ -1,0 +1,25 @@
+"""The schemas of the malformed-output corpus that are not in benchmarks/tasks.py.
+
+``Profile`` is the schema of issue 14 (``P(name: str, age: int, tags: list[str])``); ``Contact``
+exercises keys written another way, a nullable field, an enum and a union.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel
+
+
+class Profile(BaseModel):
+    name: str
+    age: int
+    tags: list[str]
+
+
+class Contact(BaseModel):
+    first_name: str
+    last_name: str
+    email: Optional[str]  # required, but may be null  # noqa: UP045 - the corpus runs on Python 3.10 too
+    kind: Literal["person", "company"]
+    phone: Union[int, str] = ""  # noqa: UP007

@@ -1,0 +1,62 @@
+"""Budgets end to end: real hangs abandoned by the time budget, the call budget, the deadline each request carries."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import accord
+from accord import Budget, Stabilizer, Vote, models
+from reviews import GOOD, Review
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_a_hanging_function_is_cut_by_the_budget(driver: str) -> None:
+    """A sync function that never returns, under run and under arun alike."""
+    release = threading.Event()
+
+    def hang(prompt: str) -> str:
+        release.wait(30)
+        return GOOD
+
+    stabilizer = Stabilizer(models.function(hang), schema=Review, budget=Budget(max_seconds=0.3))
+    start = time.perf_counter()
+    with pytest.raises(accord.BudgetExceeded) as info:
+        stabilizer.run("q") if driver == "run" else asyncio.run(stabilizer.arun("q"))
+    assert time.perf_counter() - start < 2
+    assert {b.status for b in info.value.result.ballots} == {"cancelled"}
+    release.set()
+
+
+def test_a_hanging_async_function_is_cut_by_the_budget() -> None:
+    async def hang(prompt: str) -> str:
+        await asyncio.sleep(30)
+        return GOOD
+
+    start = time.perf_counter()
+    with pytest.raises(accord.BudgetExceeded) as info:
+        asyncio.run(Stabilizer(models.function(hang), schema=Review, budget=Budget(max_seconds=0.3)).arun("q"))
+    assert time.perf_counter() - start < 2
+    assert {b.status for b in info.value.result.ballots} == {"cancelled"} and info.value.result.calls == 3
+
+
+def test_call_budget() -> None:
+    other = '{"stars": 2, "sentiment": "negative"}'
+    model = models.scripted([GOOD, other, GOOD, other, GOOD])
+    with pytest.raises(accord.BudgetExceeded) as info:
+        Stabilizer(model, schema=Review, budget=Budget(max_calls=3)).run("q")
+    assert info.value.result.calls == 3
+
+
+def test_requests_carry_the_time_the_budget_has_left() -> None:
+    model = models.scripted([GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1), budget=Budget(max_seconds=30)).run("q")
+    deadline = model.requests[0].deadline
+    assert deadline is not None
+    assert 29 < deadline <= 30
+    model = models.scripted([GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
+    assert model.requests[0].deadline is None

@@ -1,0 +1,131 @@
+"""Per-ballot retries end to end: invalid output with feedback, truncation, loops, backend faults."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import accord
+from accord import Completion, Retry, Stabilizer, Vote, models
+from reviews import GOOD, Review
+
+
+def test_invalid_then_valid_is_retried_with_the_error_in_the_next_prompt() -> None:
+    model = models.scripted(['{"stars": 34, "sentiment": "positive"}', GOOD])
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1)).run("review this")
+    assert result.value is not None and result.value.stars == 4
+    assert [b.status for b in result.ballots] == ["invalid", "valid"]
+    first, second = model.requests
+    assert isinstance(first.input, str) and isinstance(second.input, str)
+    assert first.input.startswith("review this") and first.feedback is None
+    assert second.feedback is not None and second.attempt == 2
+    assert "stars" in second.input and "less than or equal to 5" in second.input and "34" in second.input
+    # context never grows: one feedback block, not the history
+    assert second.input.count("previous answer") == 1
+
+
+def test_feedback_does_not_accumulate_over_attempts() -> None:
+    model = models.scripted(['{"stars": 34, "sentiment": "positive"}', '{"stars": 9, "sentiment": "positive"}', GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1), retry=Retry(attempts=3)).run("q")
+    third = model.requests[2].input
+    assert isinstance(third, str)
+    assert third.count("previous answer") == 1 and "9" in third and "34" not in third
+
+
+def test_feedback_for_message_prompts_is_one_appended_user_message() -> None:
+    model = models.scripted(["nope", GOOD])
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "review"}]
+    Stabilizer(model, schema=Review, vote=Vote(k=1), schema_in_prompt=False).run(messages)
+    retry = model.requests[1].input
+    assert isinstance(retry, list)
+    assert retry[:2] == messages and len(retry) == 3 and retry[2]["role"] == "user"
+
+
+def test_missing_fields_feedback_names_the_field_without_the_parent() -> None:
+    model = models.scripted(['{"stars": 4}', GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
+    retry = model.requests[1].input
+    assert isinstance(retry, str)
+    assert "- sentiment: Field required\n" in retry
+
+
+def test_all_invalid_raises_invalid_output_with_every_ballot() -> None:
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(models.scripted(["no"] * 20), schema=Review, vote=Vote(k=3), retry=Retry(attempts=2)).run("q")
+    result = info.value.result
+    # 2 slots x 2 attempts fail; then no answer can reach the quorum of 2 with one slot left.
+    assert result.calls == 4 and all(b.status == "invalid" for b in result.ballots)
+    assert result.ballots[0].error is not None
+    assert result.ballots[0].error["stage"] == "extract"
+
+
+def test_usage_is_counted_on_failure_too() -> None:
+    texts = [Completion("nope", usage=accord.Usage(prompt_tokens=3, completion_tokens=2))] * 2
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(models.scripted(texts), schema=int, vote=Vote(k=1), retry=Retry(attempts=2)).run("q")
+    assert info.value.result.usage.total_tokens == 10
+
+
+def test_truncated_output_is_retried_with_more_tokens_not_reasked() -> None:
+    model = models.scripted([Completion('{"stars": 4, "sent', "length"), GOOD])
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=100).run("q")
+    assert result.value is not None and result.value.stars == 4
+    first, second = model.requests
+    assert second.settings.max_tokens == 200 and second.feedback is None and second.input == first.input
+
+
+def test_a_truncated_scalar_is_retried_even_if_it_looks_valid() -> None:
+    model = models.scripted([Completion("12", "length"), Completion("123", "stop")])
+    result = Stabilizer(model, schema=int, vote=Vote(k=1), max_tokens=2).run("q")
+    assert result.value == 123 and [b.status for b in result.ballots] == ["invalid", "valid"]
+    assert model.requests[1].settings.max_tokens == 4
+
+
+def test_looping_finds_a_stretch_repeated_back_to_back() -> None:
+    from accord._retry import looping
+
+    cycle = "  #MariaLopez is 34, lives in Madrid, Spain."
+    assert looping('{"name": "Maria", "home": {"city": "Madrid, Spain}}}' + cycle * 3 + "  #Maria")
+    assert not looping('{"name": "Maria", "home": {"city": "Madrid, Spain}}}' + cycle + "  #Maria")
+    assert looping('{"answer": 3' + "0" * 40) and not looping('{"answer": 3' + "0" * 20)
+    assert looping(" " * 40) and not looping("")
+    assert not looping('{"items": ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "yuzu"')
+
+
+def test_a_truncated_loop_is_not_grown() -> None:
+    loop = Completion('{"stars": 5, "sentiment": "' + "so good " * 8, finish_reason="length")
+    model = models.scripted([loop, GOOD])
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=64).run("q")
+    assert caught.value.result.ballots[0].error is not None
+    assert len(model.requests) == 1 and caught.value.result.ballots[0].error["loop"] is True
+    grown = models.scripted([loop, GOOD])
+    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=Retry(grow_loops=True)).run("q")
+    assert result.value is not None
+    assert result.value.stars == 4 and [r.settings.max_tokens for r in grown.requests] == [64, 128]
+
+
+def test_grow_loops_must_be_a_bool() -> None:
+    with pytest.raises(accord.ConfigError):
+        Retry(grow_loops="yes")  # type: ignore[arg-type]  # a wrong type on purpose: it must be refused
+
+
+def test_transport_errors_back_off_and_retry() -> None:
+    model = models.scripted([accord.BackendError("429", retryable=True, status=429, retry_after=0.05), GOOD])
+    retry = Retry(wait=lambda state: 0.0)
+    start = time.perf_counter()
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), retry=retry).run("q")
+    assert result.value is not None
+    assert result.value.stars == 4 and time.perf_counter() - start >= 0.05  # the driver really waits
+    assert [b.status for b in result.ballots] == ["error", "valid"]
+
+
+def test_non_retryable_backend_errors_end_in_a_backend_error() -> None:
+    def broken(prompt: str) -> str:
+        raise ValueError("bad key")
+
+    with pytest.raises(accord.BackendError) as info:
+        Stabilizer(models.function(broken), schema=Review, vote=Vote(k=3)).run("q")
+    assert info.value.result is not None
+    assert info.value.result.calls == 2  # two slots fail; no answer can reach the quorum
