@@ -175,7 +175,9 @@ def test_ballots_of_one_prompt_go_one_at_a_time_each_with_its_batch_neighbours(s
     ballots = [(s, e) for s, e, neighbour in log if not neighbour]
     assert len(ballots) == 3 and not overlapping(ballots)  # never in one batch
     sent = [b.meta.get("neighbours", 0) for b in result.ballots]
-    assert sent == [spreading.neighbours(i) for i in range(3)] == [0, 1, 3]
+    # the first ballot alone; the later ones, started together (threads in the sync driver), each
+    # take the next turn as they get the prompt's turn: which ballot number gets which is a race
+    assert sent[0] == 0 and sorted(sent) == [spreading.neighbours(i) for i in range(3)] == [0, 1, 3]
     assert sum(neighbour for _, _, neighbour in log) <= sum(sent)  # cancelled ones may never be logged
     assert sum(neighbour for _, _, neighbour in log) >= 1
 
