@@ -38,6 +38,7 @@ import itertools
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
@@ -585,4 +586,5 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's SIGTERM leaves the with block: the server stops too
     sys.exit(main())
