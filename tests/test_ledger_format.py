@@ -24,6 +24,8 @@ from pydantic import BaseModel
 
 import accord
 from accord import Ledger, Retry, Stabilizer, Vote, models
+from accord.ledger import migrate
+from accord.ledger._migrations import STEPS, Copied
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "ledger_v1.sqlite3"
@@ -75,7 +77,7 @@ PROMPTS = [("review", "review this"), ("sentiment", "q"), ("count", "how many?")
            ("tuned", [{"role": "user", "content": "tuned"}]), ("sentiment", "interrupted")]
 
 
-def write_scenario(path: Path) -> None:
+def write_scenario(path: Path | str) -> None:
     """One ledger file with every kind of run: accepted, refreshed, failed, unstable, interrupted."""
     sentiment = Says("positive")
     with Ledger(path) as ledger:
@@ -140,8 +142,13 @@ def test_a_ledger_written_before_the_split_reads_back_the_same(old: Path, expect
 
 
 def test_a_ledger_written_before_the_split_replays_without_a_model_call(old: Path) -> None:
+    replays_without_a_model_call(str(old))
+
+
+def replays_without_a_model_call(where: str) -> None:
+    """The scenario's answers replay from ``where`` as they did from the file accord 0.1 wrote."""
     silent = {name: Says("negative") for name in ("review", "sentiment", "tuned")}
-    with Ledger(old) as ledger:
+    with Ledger(where) as ledger:
         s = stabilizers(ledger, **silent)
         review = s["review"].run("review this")
         assert review.replayed and review.value == Review(stars=4, sentiment="positive") and review.stable
@@ -162,11 +169,18 @@ def test_a_ledger_written_before_the_split_replays_without_a_model_call(old: Pat
         assert s["sentiment"].run("new prompt").replayed
 
 
-def test_a_new_ledger_has_the_old_file_format(old: Path, tmp_path: Path) -> None:
+def test_an_old_file_is_upgraded_to_the_format_of_a_new_one(old: Path, tmp_path: Path) -> None:
+    before = schema_of(old)
+    assert before["user_version"] == 1 and "claims" not in {name for _, name, _, _ in before["objects"]}
     Ledger(old).close()
     Ledger(tmp_path / "new.sqlite3").close()
-    assert schema_of(tmp_path / "new.sqlite3") == schema_of(old)
-    assert schema_of(old)["application_id"] == 0x41434344 and schema_of(old)["user_version"] == 1
+    after = schema_of(old)
+    assert after == schema_of(tmp_path / "new.sqlite3"), "format 1 plus step 2 is exactly the format a new file gets"
+    assert after["application_id"] == 0x41434344 and after["user_version"] == 2
+    assert set(after["objects"]) - set(before["objects"]) == {
+        ("table", "claims", "claims", STEPS[1].sqlite[0].replace(" IF NOT EXISTS", "")),  # as SQLite keeps it
+        ("index", "sqlite_autoindex_claims_1", "claims", None),
+    }, "the upgrade only adds"
 
 
 _VOLATILE = {"created", "started", "seconds", "decided", "environment"}
@@ -194,12 +208,49 @@ def _without(data: Any, names: frozenset[str]) -> Any:
     return data
 
 
-def test_the_same_runs_written_now_give_the_same_rows(tmp_path: Path, expected: dict[str, Any]) -> None:
-    write_scenario(tmp_path / "now.sqlite3")
-    with Ledger(tmp_path / "now.sqlite3") as ledger:
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_the_same_runs_written_now_give_the_same_rows(store: str, tmp_path: Path, expected: dict[str, Any],
+                                                      request: pytest.FixtureRequest) -> None:  # fmt: skip
+    where = str(tmp_path / "now.sqlite3") if store == "sqlite" else request.getfixturevalue("postgres_server").create_database()
+    write_scenario(where)
+    with Ledger(where) as ledger:
         now = json.loads(json.dumps(read_back(ledger)))
-    assert _steady(_without(now, _ADDED_SINCE_V1)) == _steady(expected)
+    assert _steady(_without(now, _ADDED_SINCE_V1)) == _steady(expected), "both stores keep the rows of accord 0.1's file"
     assert "coercions" in now["export"][0]["ballots"][0]  # the new field is written
+
+
+# -- accord ledger migrate: the file into PostgreSQL ------------------------------------------------
+
+
+def test_migrate_copies_the_old_file_into_postgres_where_it_reads_back_exactly_the_same(
+    old: Path, expected: dict[str, Any], postgres_server: Any
+) -> None:
+    target = postgres_server.create_database()
+    copied = migrate(old, target)
+    assert copied == Copied(contexts=5, keys=6, runs=7, ballots=17, answers=3)
+    with Ledger(old) as source:
+        assert copied.runs == len(source.runs(limit=None))
+        assert copied.ballots == sum(len(run["ballots"]) for run in source.export())
+    with Ledger(target) as ledger:
+        assert json.loads(json.dumps(read_back(ledger))) == expected, "times, ids, JSON text: all as they were"
+    replays_without_a_model_call(target)  # and its new runs get ids after the copied ones
+    with Ledger(old) as source:
+        assert json.loads(json.dumps(read_back(source))) == expected, "the source is left as it was"
+
+
+def test_migrate_refuses_a_target_that_holds_runs_and_changes_nothing(old: Path, postgres_server: Any) -> None:
+    target = postgres_server.create_database()
+    migrate(old, target)
+    with Ledger(target) as ledger:
+        before = list(ledger.export())
+    with pytest.raises(accord.LedgerError, match="holds runs already"):
+        migrate(old, target)
+    with Ledger(target) as ledger:
+        assert list(ledger.export()) == before
+    with pytest.raises(accord.ConfigError, match="postgresql://"):
+        migrate(old, str(old) + ".copy")
+    with pytest.raises(accord.LedgerError, match="no ledger at"):
+        migrate(old.parent / "absent.sqlite3", postgres_server.create_database())
 
 
 if __name__ == "__main__":  # regenerate the fixture (see the module docstring)

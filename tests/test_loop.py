@@ -251,7 +251,9 @@ def test_the_budget_s_timeout_cancels_the_calls_in_flight() -> None:
     result = finish(flow, [])
     assert result.stopped_because == "budget" and isinstance(result.error, accord.BudgetExceeded)
     assert [(b.slot, b.status) for b in result.ballots] == [(0, "valid"), (1, "cancelled"), (2, "cancelled")]
-    assert [b.started for b in result.ballots] == [0.0, 10.0, 10.0] and result.meta["seconds"] == 10.0
+    assert [b.started for b in result.ballots] == [0.0, 0.0, 0.0] and result.meta["seconds"] == 10.0
+    assert [b.seconds for b in result.ballots] == [4.0, 10.0, 10.0]  # the cancelled calls ran 10 s
+    assert result.calls == result.usage.calls == 3
 
 
 def test_the_token_budget_ends_the_run() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._normalize import resolve
@@ -43,9 +44,30 @@ else:
             return Annotated[item, _UnorderedMarker()]
 
 
-def canonical_key(data: Any) -> str:
-    """Canonical JSON of data already in canonical form."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+class NotUnicode(ValueError):
+    """Text holds a lone surrogate (``"\\ud800"``): no Unicode text, so UTF-8 cannot encode it."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def canonical_key(data: Any, *, strict: bool = False) -> str:
+    """Canonical JSON of data already in canonical form. A lone surrogate in a string, which
+    UTF-8 cannot encode, is written as its JSON escape (``\\ud800``), so every key can be
+    stored and hashed; ``strict=True`` raises :class:`NotUnicode` instead. ``ValueError`` for NaN
+    or an infinity (JSON has no such number)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if strict and _SURROGATE.search(text):
+        raise NotUnicode("the value holds a lone surrogate: not valid Unicode text")
+    return escape_surrogates(text)
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text with every lone surrogate written as its escape (``\\ud800``): the same JSON
+    value, and text UTF-8 can encode. (In JSON text a surrogate can only stand inside a string.)"""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def canonical_form(data: Any, schema: dict[str, Any] | None, float_digits: int = DEFAULT_FLOAT_DIGITS) -> Any:

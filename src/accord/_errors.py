@@ -13,6 +13,11 @@
 
 Every error may carry the :class:`~accord.Result` of the run it ended (``.result``); output
 errors always do, so no ballot is ever lost.
+
+Exceptions that are not accord's: an ``Exception`` (or an ``asyncio.CancelledError``) raised by a
+model call is that ballot's ``BackendError``; one raised by a schema's own code while reading an
+output makes that output invalid. ``KeyboardInterrupt``, ``SystemExit`` and cancelling the
+awaiting task propagate unchanged (see docs/api.md, "Errors").
 """
 
 from __future__ import annotations

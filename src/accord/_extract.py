@@ -15,11 +15,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import _check
 from ._normalize import fold, resolve, types_of
 from ._schema import Schema
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
+MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
 _MAX_DECODE_TRIES = 64
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -38,9 +40,18 @@ class Extract:
     scored, schema-justified coercions made, and each repair recorded in ``Ballot.coercions``.
     ``strict=True`` turns every repair off: only JSON as written (in a fence or in prose) or a
     bare choice, number or yes/no word is read; normalization and validation are unchanged.
+    ``max_seconds``: the most reading one output may take (extract, normalize, validate,
+    canonicalize; a catastrophic regular expression or a huge grammar input included), bounded
+    further by what the run's ``Budget(max_seconds=...)`` has left; past it the output is invalid
+    (``"type": "timeout"``). None: no limit but the budget's.
     """
 
     strict: bool = False
+    max_seconds: float | None = 10.0
+
+    def __post_init__(self) -> None:
+        _check.boolean("Extract", "strict", self.strict)
+        _check.number("Extract", "max_seconds", self.max_seconds, strict=True, optional=True)
 
 
 class ExtractionFailure(Exception):
@@ -60,8 +71,9 @@ def shape_of(schema: Schema[Any]) -> str:
     if schema.kind == "scalar":
         return {int: "number", float: "number", bool: "bool", str: "text"}[schema.source]
     root = schema.json_schema or {}
-    if "enum" in root or "const" in root:
-        return "choice"
+    members = root["enum"] if isinstance(root.get("enum"), list) else [root["const"]] if "const" in root else None
+    if members is not None and not any(isinstance(m, (dict, list)) for m in members):
+        return "choice"  # an enum or const of objects or lists is read as JSON (never unwrapped)
     kind = root.get("type")
     if kind in ("integer", "number"):
         return "number"
@@ -154,8 +166,8 @@ def _choice(stripped: str, text: str, choices: tuple[Any, ...]) -> Any:
         return folded[_fold(stripped)]
     if stripped[:1] in "{[":
         data = extract_json(stripped)
-        if isinstance(data, dict) and len(data) == 1:
-            return next(iter(data.values()))
+        if isinstance(data, dict) and len(data) == 1 and data not in choices:
+            return next(iter(data.values()))  # {"answer": "positive"}: the member inside
         return data
     # A choice named in prose: exactly one member mentioned as a whole word.
     found = {c for c in choices if isinstance(c, str) and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text, re.I)}
@@ -179,6 +191,8 @@ def _number(text: str) -> int | float:
     if match is None:
         raise ExtractionFailure("no number found in the output")
     token = match.group(0).replace(",", "")
+    if len(token) > MAX_DIGITS:
+        raise ExtractionFailure(f"a number of {len(token):,} characters is too long to read (at most {MAX_DIGITS:,})")
     value = float(token)
     return int(token) if re.fullmatch(r"[-+]?\d+", token) else value
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_DEPTH = 128
+MAX_DIGITS = 4300  # Python's limit on int <-> str conversion
 
 Path = tuple[str | int, ...]
 
@@ -285,6 +286,8 @@ class _Reader:
         if _WORD.match(self.text, end) and context != "top":
             return self.bare(match.start(), path, context)  # "34 years", "3rd": text, not a number
         token = match.group(0)
+        if len(token) > MAX_DIGITS:
+            raise NotJson(f"a number of {len(token):,} characters")  # int() refuses it: never a value
         if token.startswith("+"):
             self.fix(path, "leading '+'")
             token = token[1:]

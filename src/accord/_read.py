@@ -11,6 +11,7 @@ the schema echoed back is never a value.
 
 from __future__ import annotations
 
+import logging
 import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -18,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
-from ._canonical import DEFAULT_FLOAT_DIGITS, canonical_form, canonical_key
+from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
-from ._extract import ECHO, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._deadline import Interrupt, TimeUp, settle, within
+from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
 from ._validate import ValidationFailure, validate
+
+log = logging.getLogger("accord")
 
 IMPLIED = "the bare answer as the only field"
 STRICT = Extract(strict=True)
@@ -78,12 +82,36 @@ def read(
     normalizers: Sequence[Callable[[str], str]] = (),
     float_digits: int = DEFAULT_FLOAT_DIGITS,
     policy: Extract = LENIENT,
+    *,
+    seconds: float | None = None,
 ) -> Reading | Misreading:
-    """Turn one model output into a Reading (valid) or a Misreading (why not).
+    """Turn one model output into a Reading (valid) or a Misreading (why not); never raises.
 
     ``normalizers`` are the per-schema text normalizers; ``float_digits`` the significant digits
-    floats keep in the vote key; ``policy`` whether repairs are allowed (:class:`~accord.Extract`).
+    floats keep in the vote key; ``policy`` whether repairs are allowed and how long reading may
+    take (:class:`~accord.Extract`); ``seconds`` what the run's budget has left. The one place the
+    work of reading is bounded (``_deadline``): past the time, the output is a Misreading of type
+    "timeout". An exception from a schema's own code (a validator that raises TypeError) is a
+    Misreading too, logged in one line (its traceback at debug level).
     """
+    limit = policy.max_seconds if seconds is None else seconds if policy.max_seconds is None else min(seconds, policy.max_seconds)
+    try:
+        return within(limit, _read, text, schema, normalizers, float_digits, policy)
+    except TimeUp as exc:
+        return Misreading("extract", ({"loc": (), "msg": str(exc), "type": "timeout"},))
+    except Interrupt:  # the deadline's interrupt landed in the instant the reading ended: the same
+        settle()
+        return Misreading("extract", ({"loc": (), "msg": "reading the output ran out of time", "type": "timeout"},))
+    except RecursionError:
+        return Misreading("extract", ({"loc": (), "msg": "output nested too deeply to read", "type": "extract"},))
+    except Exception as exc:  # a schema's own code failed on this output: the output is invalid, the run goes on
+        log.warning("reading an output raised %s: %s (the output counts as invalid)", type(exc).__name__, exc)
+        log.debug("the traceback of that reading", exc_info=True)
+        return Misreading("validate", ({"loc": (), "msg": f"{type(exc).__name__}: {exc}"[:200], "type": "error"},))
+
+
+def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+          policy: Extract) -> Reading | Misreading:
     json_shape, root_types = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits)
@@ -174,7 +202,9 @@ def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple
     dumped = schema.dump(value)
     form = canonical_form(dumped, schema.json_schema, float_digits)
     try:
-        key = canonical_key(form)
+        key = canonical_key(form, strict=True)
+    except NotUnicode:  # "\ud800" is no text: it could be neither stored nor sent on
+        return Misreading("validate", ({"loc": (), "msg": "a lone surrogate: not valid Unicode text", "type": "unicode"},))
     except ValueError:  # NaN or infinity: JSON has no such number, so no vote key either
         return Misreading("validate", ({"loc": (), "msg": "not a finite number", "type": "finite_number"},))
     return Reading(value, dumped, form, key, coercions, open_ended)
@@ -323,6 +353,8 @@ def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
             match = pattern.fullmatch(where)
             if match:
                 token = match.group(match.lastindex or 0)
+                if len(token) > MAX_DIGITS:
+                    return None  # int() refuses it: no answer
                 value = float(token) if "." in token else int(token)
                 open_end = where is bare
                 break

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import tenacity
 
-from ._errors import ConfigError
+from . import _check
 
 
 @dataclass
@@ -48,16 +47,7 @@ class Retry:
     grow_loops: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("attempts", "transport_attempts"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"Retry({name}=...) must be a positive int, got {value!r}")
-        if self.grow_max_tokens < 1:
-            raise ConfigError("Retry(grow_max_tokens=...) must be >= 1")
-        if not self.max_wait >= 0:
-            raise ConfigError("Retry(max_wait=...) must be >= 0 seconds")
-        if not isinstance(self.grow_loops, bool):
-            raise ConfigError(f"Retry(grow_loops=...) must be True or False, got {self.grow_loops!r}")
+        _check.retry(self)
 
     def again(self, attempt: int, seconds: float) -> bool:
         """May a ballot that made ``attempt`` calls with invalid output try once more?"""
@@ -101,7 +91,4 @@ class Budget:
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_seconds", "max_calls", "max_tokens"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or math.isnan(value)):
-                raise ConfigError(f"Budget({name}=...) must be a positive number or None, got {value!r}")
+        _check.budget(self)

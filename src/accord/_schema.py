@@ -9,6 +9,7 @@ Kinds: ``object`` (a pydantic model), ``choice`` (``Literal[...]`` or an ``Enum`
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import typing
@@ -18,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import pydantic
 
+from . import _deadline
 from ._errors import AccordError, UnsupportedSchema
 
 T = TypeVar("T")
@@ -46,6 +48,7 @@ class Grammar:
 
     @cached_property
     def parser(self) -> Any:
+        """The Earley parser: any context-free grammar."""
         try:
             import lark
         except ImportError as exc:  # pragma: no cover - lark is a core dependency
@@ -54,6 +57,35 @@ class Grammar:
             return lark.Lark(self.lark, start="start", parser="earley")
         except lark.exceptions.LarkError as exc:
             raise UnsupportedSchema(f"invalid Lark grammar: {exc}") from exc
+
+    @cached_property
+    def fast_parser(self) -> Any:
+        """An LALR(1) parser when the grammar is LALR(1) (linear time), else None."""
+        import lark
+
+        try:
+            return lark.Lark(self.lark, start="start", parser="lalr")
+        except lark.exceptions.LarkError:
+            return None
+
+    def check(self, text: str) -> None:
+        """Raise :class:`ValidationFailure` unless the text parses. The LALR parser first, where the
+        grammar allows one: a parse it finds is a derivation, so the text is in the language; only
+        what it rejects goes to Earley (measured: 20,000 characters of ``start: A+`` take 0.28 s
+        under LALR, 11 s under Earley)."""
+        import lark
+
+        fast = self.fast_parser
+        if fast is not None:
+            try:
+                fast.parse(text)
+                return
+            except lark.exceptions.LarkError:
+                pass
+        try:
+            self.parser.parse(text)
+        except lark.exceptions.LarkError as exc:
+            raise ValidationFailure([{"loc": (), "msg": _short(str(exc).strip(), 200), "type": "grammar"}]) from None
 
 
 class ValidationFailure(AccordError):
@@ -216,17 +248,12 @@ class Schema(Generic[T]):
         if not isinstance(data, str):
             raise ValidationFailure([{"loc": (), "msg": "expected text", "type": "string_type", "input": _short(data)}])
         if self.kind == "regex":
-            if re.fullmatch(self.source.pattern, data) is None:
+            if not _deadline.fullmatch(self.source.pattern, data):
                 raise ValidationFailure(
                     [{"loc": (), "msg": f"does not match {self.source.pattern}", "type": "pattern", "input": _short(data)}]
                 )
             return data  # type: ignore[return-value]
-        import lark
-
-        try:
-            self.source.parser.parse(data)
-        except lark.exceptions.LarkError as exc:
-            raise ValidationFailure([{"loc": (), "msg": _short(str(exc).strip(), 200), "type": "grammar"}]) from None
+        self.source.check(data)
         return data  # type: ignore[return-value]
 
     def dump(self, value: Any) -> Any:
@@ -363,12 +390,85 @@ def _notes(node: dict[str, Any], required: bool) -> list[str]:
 
 
 def _json_validator(schema: dict[str, Any]) -> Any:
+    """A jsonschema validator for the schema, checked whole at construction: the schema is valid for
+    its draft and every ``$ref`` in it resolves. References resolve within the schema and to the
+    JSON Schema meta-schemas only: nothing is fetched over the network (jsonschema alone would try)."""
     import jsonschema
+    from jsonschema_specifications import REGISTRY
 
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise UnsupportedSchema(f"invalid JSON Schema: {exc.message}") from exc
-    # Every format jsonschema knows, whatever the draft (draft 4 has no "date", for example).
-    return cls(schema, format_checker=jsonschema.FormatChecker())
+    _check_refs(schema, cls, REGISTRY)
+    # Every format jsonschema knows, whatever the draft (draft 4 has no "date", for example);
+    # patterns matched with a time limit (see ``_deadline``).
+    return _bounded(cls)(schema, format_checker=jsonschema.FormatChecker(), registry=REGISTRY)
+
+
+_MAX_SCHEMA_NODES = 100_000
+
+
+def _check_refs(schema: dict[str, Any], cls: Any, registry: Any) -> None:
+    """Raise :class:`UnsupportedSchema` for a ``$ref`` that names nothing (``{"$ref": "#/nope"}``)
+    or something outside the schema, instead of failing on the first output that reaches it."""
+    import referencing.jsonschema
+    from referencing.exceptions import Unresolvable
+
+    dialect = cls.META_SCHEMA.get("$schema") or cls.META_SCHEMA.get("id") or ""
+    spec = referencing.jsonschema.specification_with(dialect, default=referencing.jsonschema.DRAFT202012)
+    root = spec.create_resource(schema)
+    todo = [(registry.resolver_with_root(root), root)]
+    seen = 0
+    while todo and seen < _MAX_SCHEMA_NODES:
+        resolver, resource = todo.pop()
+        seen += 1
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable as exc:
+                where = "" if ref.startswith("#") else " (references outside the schema are not fetched)"
+                raise UnsupportedSchema(f"invalid JSON Schema: $ref {ref!r} cannot be resolved{where}: {exc}") from None
+        todo.extend((resolver.in_subresource(sub), sub) for sub in resource.subresources())
+
+
+@functools.lru_cache(maxsize=16)
+def _bounded(cls: Any) -> Any:
+    """``cls`` with its pattern keywords matched within the reading's time left (``_deadline``):
+    ``pattern``, ``patternProperties`` and ``additionalProperties`` beside them."""
+    import jsonschema
+    from jsonschema import _keywords
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Any:
+        if validator.is_type(instance, "string") and not _deadline.search(patrn, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Any:
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for key, value in instance.items():
+                if _deadline.search(patrn, key):
+                    yield from validator.descend(value, subschema, path=key, schema_path=patrn)
+
+    def additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Any:
+        patterns = schema.get("patternProperties") if isinstance(schema, dict) else None
+        if not patterns or not validator.is_type(instance, "object"):
+            yield from _keywords.additionalProperties(validator, extra, instance, schema)
+            return
+        properties = schema.get("properties", {})
+        joined = "|".join(patterns)
+        extras = {key for key in instance if key not in properties and not _deadline.search(joined, key)}
+        if validator.is_type(extra, "object"):
+            for key in extras:
+                yield from validator.descend(instance[key], extra, path=key)
+        elif not extra and extras:
+            yield jsonschema.ValidationError(
+                f"{', '.join(map(repr, sorted(extras)))} {'does' if len(extras) == 1 else 'do'} not match any of the "
+                f"regexes: {', '.join(map(repr, sorted(patterns)))}"
+            )
+
+    keywords = {"pattern": pattern, "patternProperties": pattern_properties, "additionalProperties": additional_properties}
+    return jsonschema.validators.extend(cls, {k: v for k, v in keywords.items() if k in cls.VALIDATORS})

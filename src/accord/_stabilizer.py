@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -10,6 +11,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
+from . import _check
 from ._errors import AccordError, ConfigError
 from ._extract import Extract
 from ._gate import MarginGate
@@ -106,24 +108,22 @@ class Stabilizer(Generic[T]):
                 raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
         if on_no_consensus not in ("raise", "plurality"):
             raise ConfigError('on_no_consensus must be "raise" or "plurality"')
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        _check.boolean("", "schema_in_prompt", schema_in_prompt)
+        _check.function("", "on_ballot", on_ballot, optional=True)
+        _check.one_of("", "perturb", perturb, Perturb)
         self.policy = Policy(
             vote=vote or DEFAULT_VOTE,
             retry=retry or Retry(),
             budget=budget or Budget(),
-            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=tuple(stop) if stop else None),
+            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=_check.stop_strings(stop)),
             hint=schema_in_prompt,
-            normalizers=tuple(normalize),
+            normalizers=_check.normalizers(normalize),
             plurality=on_no_consensus == "plurality",
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
             extract=extract or Extract(),
         )
-        for fn in self.policy.normalizers:
-            if not callable(fn):
-                raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
         self.ledger = ledger
 
     def _flow(self, prompt: Prompt, pending: Any = None) -> Any:
@@ -176,29 +176,35 @@ class Stabilizer(Generic[T]):
         """Decide many prompts with at most ``concurrency`` model calls in flight; input order kept.
 
         A failed prompt never loses the others: its Result has ``.error`` set (and ``stable``
-        False) instead of raising.
+        False) instead of raising. With a ledger, each prompt is claimed before it is decided, so
+        workers running the same batch at once decide each prompt once and all return every Result.
         """
         return _run_coroutine(self.amap(prompts, concurrency=concurrency, progress=progress, refresh=refresh))
 
     async def amap(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
     ) -> list[Result[T]]:
-        items = list(prompts)
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError(f"concurrency must be a positive int, got {concurrency!r}")
+        items = _check.prompts(prompts)  # never one string: "abc" is not three prompts
+        _check.integer("", "concurrency", concurrency)
         for prompt in items:
             _check_prompt(prompt)
         limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
         turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
         bar = _Progress(len(items), progress)
+        batch = self._batch(refresh)  # the ledger's claims: a prompt another worker decides is waited for
 
         async def one(prompt: Prompt) -> Result[T]:
-            async with turns:
-                return await decide_one(prompt)
+            if batch is not None:
+                result: Result[T] = await batch.decide(prompt, turns, decide_one)
+            else:
+                async with turns:
+                    result = await decide_one(prompt)
+            bar.advance()
+            return result
 
-        async def decide_one(prompt: Prompt) -> Result[T]:
+        async def decide_one(prompt: Prompt, recalled: bool = False) -> Result[T]:
             try:
-                result = self._recall(prompt, refresh)
+                result = None if recalled else self._recall(prompt, refresh)
                 if result is None:
                     pending = self._begin(prompt)
                     result = await adrive(self._flow(prompt, pending), self.model, limit)
@@ -206,11 +212,14 @@ class Stabilizer(Generic[T]):
             except Exception as exc:  # a bug below must not lose the other prompts
                 log.exception("prompt failed")
                 result = _failed(exc, self)
-            bar.advance()
             return result
 
-        with bar:
+        with bar, batch if batch is not None else contextlib.nullcontext():
             return list(await asyncio.gather(*(one(p) for p in items)))
+
+    def _batch(self, refresh: bool) -> Any:
+        batch = getattr(self.ledger, "batch", None)
+        return batch(self, refresh=refresh) if batch is not None else None
 
 
 def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]) -> Callable[[Ballot], Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from . import _check
+
 if TYPE_CHECKING:
     from ._schema import Schema
 
@@ -58,6 +60,10 @@ class Settings:
     stop: tuple[str, ...] | None = None
     top_p: float | None = None
     top_k: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", _check.stop_strings(self.stop))  # "END" is one stop string
+        _check.settings(self)
 
 
 @dataclass(frozen=True)

