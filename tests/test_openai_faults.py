@@ -12,7 +12,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import openai
@@ -221,7 +222,7 @@ def test_a_10_mb_message_fails_fast_and_is_retried():
 
 
 def test_a_server_that_never_answers_is_ended_by_the_budget():
-    with LoopbackServer(lambda conn: LoopbackServer.hang(conn)) as server:
+    with LoopbackServer(LoopbackServer.hang) as server:
         model = models.openai(base_url=server.url, model="m", structured=False)  # default 120 s read timeout
         started = time.monotonic()
         with pytest.raises(accord.BudgetExceeded) as caught:
@@ -231,7 +232,7 @@ def test_a_server_that_never_answers_is_ended_by_the_budget():
 
 
 def test_a_server_that_never_answers_is_ended_by_the_budget_async():
-    with LoopbackServer(lambda conn: LoopbackServer.hang(conn)) as server:
+    with LoopbackServer(LoopbackServer.hang) as server:
         model = models.openai(base_url=server.url, model="m", structured=False)
         stab = Stabilizer(model, schema=Person, vote=Vote(k=3), budget=Budget(max_seconds=1.0))
         started = time.monotonic()
@@ -318,5 +319,5 @@ class LoopbackServer:
             try:
                 if conn.recv(1) == b"":
                     return
-            except socket.timeout:
+            except TimeoutError:
                 continue

@@ -127,16 +127,23 @@ def raw_phase(items: Sequence[Item], conditions: Sequence[Condition], settings: 
     return runs
 
 
-def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settings, tick: Tick | None = None) -> dict[str, list[Run]]:
-    """Over HTTP: each item sent ``n`` times at once (the server batches them with each other)."""
+def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settings, tick: Tick | None = None, *, concurrency: int = 0) -> dict[str, list[Run]]:
+    """Over HTTP: each item sent ``n`` times at once (the server batches them with each other);
+    with ``concurrency``, one at a time: alone, then each among ``concurrency`` requests of other lengths."""
 
     async def one(item: Item) -> list[Completion]:
         sent = build_input(item.prompt, item.schema, hint=True, feedback=None)
         request = Request(item.prompt, sent, item.schema, settings)
+        if concurrency:
+            return [await backend.agenerate_beside(request, concurrency if i else 0) for i in range(n)]
         return list(await asyncio.gather(*(backend.agenerate(request) for _ in range(n))))
 
     completions = _one_item_at_a_time(items, one, tick)
-    return {f"request {i + 1}": [to_run(c[i], item, None) for c, item in zip(completions, items, strict=True)] for i in range(n)}
+    return {_http_name(i, concurrency): [to_run(c[i], item, None) for c, item in zip(completions, items, strict=True)] for i in range(n)}
+
+
+def _http_name(i: int, concurrency: int) -> str:
+    return f"request {i + 1}" if not concurrency else "alone" if i == 0 else f"among {concurrency} ({i})"
 
 
 def _one_item_at_a_time(items: Sequence[Item], one: Callable[[Item], Any], tick: Tick | None) -> list[Any]:
@@ -184,19 +191,27 @@ def stabilized_phase(
     return finals
 
 
-def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_tokens: int | None, tick: Tick | None = None) -> dict[str, list[Final]]:
-    """Over HTTP: ``n`` concurrent Stabilizer runs per item, as the raw requests were."""
+def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_tokens: int | None, tick: Tick | None = None, *, concurrency: int = 0) -> dict[str, list[Final]]:
+    """Over HTTP: ``n`` concurrent Stabilizer runs per item, as the raw requests were (with
+    ``concurrency``: one at a time, alone and then among that much background traffic)."""
+
+    async def busy(i: int, stab: Stabilizer[Any], item: Item) -> Any:
+        async with backend.traffic(concurrency if i else 0, max_tokens or 64):
+            return (await asyncio.gather(stab.arun(item.prompt), return_exceptions=True))[0]
 
     async def one(item: Item) -> list[Final]:
         stab = Stabilizer(backend, item.schema, max_tokens=max_tokens)
-        outcomes = await asyncio.gather(*(stab.arun(item.prompt) for _ in range(n)), return_exceptions=True)
+        if concurrency:
+            outcomes = [await busy(i, stab, item) for i in range(n)]
+        else:
+            outcomes = await asyncio.gather(*(stab.arun(item.prompt) for _ in range(n)), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, OutputError):
                 raise outcome
         return [to_final(outcome) for outcome in outcomes]
 
     per_item = _one_item_at_a_time(items, one, tick)
-    return {f"request {i + 1}": [f[i] for f in per_item] for i in range(n)}
+    return {_http_name(i, concurrency): [f[i] for f in per_item] for i in range(n)}
 
 
 # -- the summary -----------------------------------------------------------------------------------

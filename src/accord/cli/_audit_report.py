@@ -210,19 +210,20 @@ def audit(
     runs: int = typer.Option(5, "--runs", help="Concurrent repeated requests per prompt over HTTP."),
     out: str = typer.Option("", "--out", help="Write report.json and a self-contained report.html here."),
     quick: bool = typer.Option(False, "--quick", help="Three conditions, few tokens."),
+    concurrency: int = typer.Option(0, "--concurrency", help="Over HTTP: send each request alone, then among N requests of other lengths."),
 ) -> None:
     """Measure how much a model's answers fluctuate, raw and through accord."""
     from .._errors import AccordError
 
     try:
-        audit_command(prompts, model, model_name or None, schema or None, runs=runs, out=out or None, quick=quick)
+        audit_command(prompts, model, model_name or None, schema or None, runs=runs, out=out or None, quick=quick, concurrency=concurrency)
     except AccordError as exc:
         typer.echo(f"accord audit: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
 def audit_command(
-    prompts: str, model: str, model_name: str | None, schema: str | None, *, runs: int, out: str | None, quick: bool
+    prompts: str, model: str, model_name: str | None, schema: str | None, *, runs: int, out: str | None, quick: bool, concurrency: int = 0
 ) -> dict[str, Any]:
     """The whole ``accord audit`` run: load, both phases with progress bars, print, write."""
     from rich.console import Console
@@ -251,10 +252,12 @@ def audit_command(
     settings = Settings(max_tokens=tokens)
     floors: dict[str, dict[str, float]] = {}
     if target.http is not None:
-        with progress(len(items), f"raw: {runs} concurrent requests") as tick:
-            raw = http_raw_phase(items, target.http, runs, settings, tick)
+        with progress(len(items), f"raw: {runs} requests, " + (f"alone and among {concurrency}" if concurrency else "concurrent")) as tick:
+            raw = http_raw_phase(items, target.http, runs, settings, tick, concurrency=concurrency)
         with progress(len(items), "stabilized") as tick:
-            stable = http_stabilized_phase(items, target.http, runs, tokens, tick)
+            stable = http_stabilized_phase(items, target.http, runs, tokens, tick, concurrency=concurrency)
+        noise = target.http.noise()
+        floors = {target.http.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
     else:
         conditions = list(target.conditions)
         with progress(len(items) * len(conditions), "raw: every condition") as tick:

@@ -1,10 +1,13 @@
-"""``accord calibrate``: measure the embedded model's noise floors and write them down."""
+"""``accord calibrate``: measure noise floors and write them down: the embedded model's, or an
+OpenAI-compatible server's (``--model openai:URL``, kept in the user cache)."""
 
 from __future__ import annotations
 
 import typer
 
-_DTYPES = typer.Option(["float32", "bfloat16"], "--dtype", help="Deployment dtypes to measure.")
+_DTYPES = typer.Option(
+    [], "--dtype", help="Deployment dtypes to measure (local: default float32 and bfloat16); over HTTP, the server's."
+)
 
 
 def calibrate(
@@ -12,16 +15,25 @@ def calibrate(
     out: str = typer.Option(
         "", "--out", help="Where to write the floors (default: noise_floors.json in the user data dir, read before the shipped ones)."
     ),
+    model: str = typer.Option("local", "--model", help="local | openai:BASE_URL (a server's floor, kept in the user cache)"),
+    model_name: str = typer.Option("", "--model-name", help="The model name on an OpenAI-compatible server."),
+    load: int = typer.Option(8, "--load", help="Over HTTP: concurrent requests of other lengths beside each measured one."),
 ) -> None:
-    """Measure the embedded model's noise floors (what the margin gate compares margins with)."""
+    """Measure noise floors (what the margin gate compares margins with): the embedded model's, or a server's."""
     from pathlib import Path
+
+    if model.startswith("openai:"):
+        from ..backends.openai._calibrate import calibrate_command
+
+        dtype_name = dtype[0] if dtype else None
+        raise typer.Exit(calibrate_command(model.removeprefix("openai:"), model_name or None, dtype_name, load, typer.echo))
 
     from ..backends.local._calibrate import calibrate as run
     from ..backends.local._calibrate import calibrated_file
     from ..backends.local._embedded import local
 
     target = Path(out) if out else calibrated_file()
-    backends = [local(dtype=d) for d in dtype]
+    backends = [local(dtype=d) for d in dtype or ["float32", "bfloat16"]]
     try:
         table = run(backends, target)
     except OSError as exc:

@@ -11,17 +11,25 @@ What an exchange does, per ballot:
 
 1. picks the next server (``base_url`` may be a list: round-robin) and, without ``model=``,
    asks it once for its model (``GET /models``; a server with exactly one model);
-2. the first time a server is seen with a schema that has an object root, probes it once:
-   does it honour ``response_format`` (strict JSON Schema)? The answer is remembered per
-   (server, model) in :mod:`._openai_caps`, and :attr:`OpenAIBackend.constrains` reports it;
+2. the first time a server is seen with a schema ``response_format`` can carry (an object
+   root, or a bare type wrapped in ``{"answer": ...}``: :func:`._wire.format_for`), probes it
+   once: does it honour ``response_format`` (strict JSON Schema)? The answer is remembered per
+   (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it;
    the core reads ``constrains`` when a run starts, so a run that starts after the probe leaves
    the schema out of the prompt, and one that starts before carries it (harmless);
-3. sends the chat completion; a 400/422 that refuses a parameter (``temperature``, ``seed``,
+3. sends the chat completion, with ``logprobs``/``top_logprobs`` unless the server is known to
+   drop them; a 400/422 that refuses a parameter (``temperature``, ``seed``,
    ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once
    without it, and the refusal is remembered;
-4. reads the answer (:mod:`._openai_wire`): text, finish reason, usage, ``system_fingerprint``,
-   per-token logprob margins; an answer that is not a JSON object although ``response_format``
-   was sent marks the server as ignoring it (then the schema goes in the prompt).
+4. reads the answer (:mod:`._wire`): text (a wrapped answer unwrapped), finish reason, usage,
+   ``system_fingerprint``, per-token logprob margins; an answer that is not a JSON object
+   although ``response_format`` was sent marks the server as ignoring it (then the schema goes
+   in the prompt).
+
+Ballots of one prompt are spread (:mod:`._spread`): one at a time, and each ballot after the
+first with batch neighbours of other lengths, so they sample the server's batch noise instead
+of sharing one batch. The margin gate's floor is the ``noise_floor`` given, else the one
+``accord calibrate --model openai:URL`` measured for (server, model, dtype) (:mod:`._calibrate`).
 
 Every failure leaves as a :class:`~accord.BackendError` (:mod:`._openai_errors`), retryable for
 timeouts, dropped connections, 429 and 5xx, with ``retry_after`` from the server. No API key or
@@ -30,18 +38,22 @@ URL credential appears in a Result, a log line or an error.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import functools
 import logging
+import re
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..._errors import BackendError, ConfigError
 from ..._types import Completion, Request, Usage
-from . import _wire as wire
 from .._base import Backend, Noise
+from . import _spread as spreading
+from . import _wire as wire
+from ._calibrate import stored_floor
 from ._caps import SHARED, Capabilities, Known
 from ._chunks import STREAM_OPTIONS, Chunks
 from ._clients import Server, servers_from
@@ -59,6 +71,9 @@ _PROBE_SCHEMA = {
     "additionalProperties": False,
 }
 _PROBE_FORMAT = {"type": "json_schema", "json_schema": {"name": "accord_probe", "schema": _PROBE_SCHEMA, "strict": True}}
+_PROBE_TOKENS = 48  # a constrained model may write whitespace between the tokens (vLLM's default grammar allows it)
+_PROBE_PREFIX = '{"probe":'
+_PROBE_ANSWER = re.compile(r'\{"probe":-?\d+\}')
 
 
 # -- operations an exchange yields ---------------------------------------------------------------
@@ -127,9 +142,14 @@ class OpenAIBackend(Backend):
     output budget when the run sets none. ``structured``: "auto" (probe and remember whether the
     server honours ``response_format``), True (trust it does), False (never send it).
     ``logprobs``: ask for ``top_logprobs`` alternatives per token and record the top-1/top-2
-    gap as the completion's margins. ``noise_floor``: the logprob gap below which a step counts
-    as fragile on this server; with it (and ``logprobs``) the core's margin gate may accept one
-    ballot alone. ``capabilities``: where learned server facts are kept (default: process-wide).
+    gap as the completion's margins (default on; a server that drops or refuses them is
+    remembered). ``noise_floor``: the logprob gap below which a step counts as fragile on this
+    server; None (default) uses the floor ``accord calibrate --model openai:URL`` measured for
+    (server, model, ``dtype``), if any: with a floor the core's margin gate may accept one ballot
+    alone. ``dtype``: the server's compute dtype, to pick the calibrated floor (None: the largest
+    floor measured for the server and model). ``spread``: spread the ballots of one prompt (one
+    at a time, later ballots with batch neighbours; :mod:`._spread`). ``capabilities``: where
+    learned server facts are kept (default: process-wide).
     """
 
     blocking = True
@@ -144,9 +164,11 @@ class OpenAIBackend(Backend):
         timeout: Any = None,
         max_tokens: int = 512,
         structured: bool | str = "auto",
-        logprobs: bool = False,
+        logprobs: bool = True,
         top_logprobs: int = 2,
         noise_floor: float | None = None,
+        dtype: str | None = None,
+        spread: bool = True,
         organization: str | None = None,
         default_headers: dict[str, str] | None = None,
         capabilities: Capabilities | None = None,
@@ -161,24 +183,31 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"top_logprobs must be an int from 2 to 20, got {top_logprobs!r}")
         if noise_floor is not None and (isinstance(noise_floor, bool) or not noise_floor >= 0):
             raise ConfigError(f"noise_floor must be >= 0 or None, got {noise_floor!r}")
+        if dtype is not None and (not isinstance(dtype, str) or not dtype):
+            raise ConfigError(f"dtype must be a non-empty string or None, got {dtype!r}")
         self.model = model
         self.default_max_tokens = max_tokens
         self.structured = _STRUCTURED[structured]
         self.logprobs = bool(logprobs)
         self.top_logprobs = top_logprobs
         self.noise_floor = noise_floor
+        self.dtype = dtype
+        self.spread = bool(spread)
         self.capabilities = capabilities if capabilities is not None else SHARED
         extra = {k: v for k, v in (("organization", organization), ("default_headers", default_headers)) if v is not None}
         self.servers, self._secrets = servers_from(client, base_url, api_key, _timeout(timeout, client), extra)
         guard_logs(self._secrets)
         self._models: dict[str, str] = {}
         self._turn = 0
+        self._neighbour_turn = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
+        self._turns = spreading.Turns()
 
     # -- what the core reads ---------------------------------------------------------------------
 
-    @property  # type: ignore[override]
-    def constrains(self) -> bool:
+    @property
+    def constrains(self) -> bool:  # type: ignore[override]  # computed from what the servers are known to do
         """True when every server is known to honour ``response_format`` (or ``structured=True``).
 
         Read by the core at the start of each run: when False, the schema goes in the prompt.
@@ -189,22 +218,33 @@ class OpenAIBackend(Backend):
 
     def constrains_for(self, schema: Any) -> bool:
         """Whether this schema's shape is enforced by the server (``response_format`` carries
-        only object-rooted schemas): when False the core puts the schema in the prompt."""
-        return self.constrains and wire.response_format(schema) is not None
+        every schema with a JSON Schema, bare types wrapped; not a grammar): when False the core
+        puts the schema in the prompt."""
+        return self.constrains and _format_for(schema)[0] is not None
 
     @property
-    def gives_margins(self) -> bool:
-        """True when logprobs are asked for, no server is known to drop them, and a floor is set."""
-        if not self.logprobs or self.noise_floor is None:
+    def gives_margins(self) -> bool:  # type: ignore[override]  # computed: logprobs, a floor, servers that return them
+        """True when logprobs are asked for, no server is known to drop them, and a floor is known."""
+        if not self.logprobs or self.noise() is None:
             return False
         return all(known is None or known.logprobs not in ("ignored", "rejected") for known in self._known_all())
 
     def noise(self) -> Noise | None:
-        """The ``noise_floor`` given (nothing is measured for a server unless it is given)."""
-        return None if self.noise_floor is None else Noise(float(self.noise_floor))
+        """The ``noise_floor`` given, else the floor measured for every server (the largest);
+        None while any server's model is unknown or unmeasured (then the gate stands aside)."""
+        if self.noise_floor is not None:
+            return Noise(float(self.noise_floor), self.dtype)
+        floors = []
+        for server in self.servers:
+            model = self.model or self._models.get(server.shown)
+            floor = stored_floor(server.shown, model, self.dtype) if model else None
+            if floor is None:
+                return None
+            floors.append(floor)
+        return Noise(max(floors), self.dtype)
 
-    @property  # type: ignore[override]
-    def fingerprint(self) -> str:
+    @property
+    def fingerprint(self) -> str:  # type: ignore[override]  # computed from the model and the servers
         """The logical identity (ledger key): model and servers. Without ``model=`` it reads
         ``server-default``, the same before and after the server was asked for its model."""
         return f"openai:{self.model or 'server-default'}@{'|'.join(s.shown for s in self.servers)}"
@@ -215,11 +255,16 @@ class OpenAIBackend(Backend):
             model = self.model or self._models.get(server.shown)
             known = self.capabilities.get((server.shown, model)).to_dict() if model else None
             servers.append({"url": server.shown, "model": model, "capabilities": known})
+        noise = self.noise()
         return {
             "backend": type(self).__name__,
             "fingerprint": self.fingerprint,
             "structured": self.structured,
             "servers": servers,
+            "noise_floor": None if noise is None else noise.floor,
+            "noise_floor_from": "given" if self.noise_floor is not None else "calibrated" if noise is not None else None,
+            **({"dtype": self.dtype} if self.dtype else {}),
+            "spread": self.spread,
         }
 
     def _known_all(self) -> list[Known | None]:
@@ -232,7 +277,29 @@ class OpenAIBackend(Backend):
     # -- the two drivers -------------------------------------------------------------------------
 
     def generate(self, request: Request) -> Completion:
-        flow, reply = self._exchange(request, self._next_server()), None
+        if not self.spread:
+            return self._drive(request, self._next_server())
+        with self._turns.hold(spreading.prompt_key(request)), self._flying():  # one ballot of a prompt at a time
+            server = self._next_server()
+            neighbours = self._neighbour_params(request, server)
+            with spreading.beside(server.fresh_async_client, neighbours):
+                return self._noted(self._drive(request, server), len(neighbours))
+
+    async def agenerate(self, request: Request) -> Completion:
+        if not self.spread:
+            return await self._adrive(request, self._next_server())
+        async with self._turns.ahold(spreading.prompt_key(request)):
+            with self._flying():
+                return await self._aspread(request)
+
+    async def _aspread(self, request: Request) -> Completion:
+        server = self._next_server()
+        neighbours = self._neighbour_params(request, server)
+        async with spreading.abeside(server.async_client(), neighbours):
+            return self._noted(await self._adrive(request, server), len(neighbours))
+
+    def _drive(self, request: Request, server: Server) -> Completion:
+        flow, reply = self._exchange(request, server), None
         while True:
             try:
                 op = flow.send(reply)
@@ -240,11 +307,11 @@ class OpenAIBackend(Backend):
                 return done.value  # type: ignore[no-any-return]
             try:
                 reply = op.call(op.server.sync_client())
-            except Exception as exc:  # handed to the exchange, which maps it at the boundary
+            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
                 reply = exc
 
-    async def agenerate(self, request: Request) -> Completion:
-        flow, reply = self._exchange(request, self._next_server()), None
+    async def _adrive(self, request: Request, server: Server) -> Completion:
+        flow, reply = self._exchange(request, server), None
         while True:
             try:
                 op = flow.send(reply)
@@ -252,7 +319,7 @@ class OpenAIBackend(Backend):
                 return done.value  # type: ignore[no-any-return]
             try:
                 reply = await op.acall(op.server.async_client())
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
                 reply = exc
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
@@ -314,6 +381,75 @@ class OpenAIBackend(Backend):
                 attrs["server.port"] = url.port
         return attrs
 
+    # -- spreading ballots (._spread) -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _flying(self) -> Iterator[None]:
+        """Count this backend's ballots in flight (their company is batch neighbours already)."""
+        with self._lock:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _neighbour_params(self, request: Request, server: Server) -> list[dict[str, Any]]:
+        """The batch neighbours that go beside this ballot: ``neighbours(ballot)``, less the other
+        ballots of this backend in flight (none for ballot 0, or before the model is known)."""
+        model = self.model or self._models.get(server.shown)
+        with self._lock:
+            others = self._in_flight - 1
+        count = max(0, spreading.neighbours(request.ballot) - others) if model else 0
+        if not count or model is None:
+            return []
+        max_tokens = request.settings.max_tokens or self.default_max_tokens
+        with self._lock:
+            first, self._neighbour_turn = self._neighbour_turn, self._neighbour_turn + count
+        return [spreading.neighbour_params(model, first + i, max_tokens) for i in range(count)]
+
+    async def agenerate_beside(self, request: Request, neighbours: int) -> Completion:
+        """One call with ``neighbours`` batch neighbours of other lengths in flight beside it: the
+        request as a busy server computes it (``accord audit --concurrency``)."""
+        server = self._next_server()
+        model = self.model or await self._amodel(server)
+        max_tokens = request.settings.max_tokens or self.default_max_tokens
+        with self._lock:
+            first, self._neighbour_turn = self._neighbour_turn, self._neighbour_turn + neighbours
+        params = [spreading.neighbour_params(model, first + i, max_tokens) for i in range(neighbours)]
+        async with spreading.abeside(server.async_client(), params):
+            return self._noted(await self._adrive(request, server), neighbours)
+
+    def traffic(self, count: int, max_tokens: int = 64) -> Any:
+        """``async with backend.traffic(n):`` n requests of other lengths always in flight on the
+        first server while the block runs: a busy server (``accord audit --concurrency``)."""
+        server = self.servers[0]
+
+        @contextlib.asynccontextmanager
+        async def busy() -> AsyncIterator[None]:
+            model = self.model or await self._amodel(server)
+            params = lambda turn: spreading.neighbour_params(model, turn, max_tokens // 2 + turn % 4 * max_tokens // 4)  # noqa: E731
+            async with spreading.traffic(server.async_client(), params, count):
+                yield
+
+        return busy()
+
+    async def _amodel(self, server: Server) -> str:
+        flow, reply = self._discover(server), None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                reply = await op.acall(server.async_client())
+            except Exception as exc:  # noqa: BLE001 - handed to the flow, which maps it at the boundary
+                reply = exc
+
+    @staticmethod
+    def _noted(completion: Completion, neighbours: int) -> Completion:
+        return replace(completion, meta={**completion.meta, "neighbours": neighbours}) if neighbours else completion
+
     def close(self) -> None:
         """Close the sync clients accord built (async ones close with their event loop)."""
         for server in self.servers:
@@ -332,7 +468,8 @@ class OpenAIBackend(Backend):
         key = (server.shown, model)
         meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
         extra_usage = Usage()
-        can_format = self.structured != "off" and wire.response_format(request.schema) is not None
+        fmt, wrapped = _format_for(request.schema)
+        can_format = self.structured != "off" and fmt is not None
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
         claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
@@ -346,7 +483,7 @@ class OpenAIBackend(Backend):
         response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
         try:
             parsed = wire.parse(response)
-        except Exception as exc:  # Malformed, or an attribute the server left out
+        except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         self._learn(key, params, parsed)
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
@@ -358,6 +495,11 @@ class OpenAIBackend(Backend):
         if dropped:
             meta["dropped"] = dropped
         completion = parsed.completion
+        if wrapped and "response_format" in params:
+            inner = wire.unwrap(completion.text)
+            if inner is not None:  # else cut off or not wrapped: read as it came
+                completion = replace(completion, text=inner)
+                meta["wrapped"] = wire.WRAPPER
         return replace(completion, usage=completion.usage + extra_usage, meta=meta)
 
     def _ask(
@@ -385,8 +527,8 @@ class OpenAIBackend(Backend):
         def build(known: Known) -> dict[str, Any] | None:
             if known.response_format == "rejected":
                 return None
-            params = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "response_format": _PROBE_FORMAT}
-            params["max_tokens" if known.accepts("max_tokens") else "max_completion_tokens"] = 16
+            params: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "response_format": _PROBE_FORMAT}
+            params["max_tokens" if known.accepts("max_tokens") else "max_completion_tokens"] = _PROBE_TOKENS
             if known.accepts("temperature"):
                 params["temperature"] = 0.0
             return params
@@ -400,11 +542,10 @@ class OpenAIBackend(Backend):
             raise  # the server failed: this ballot's call fails the same way, without a second try
         try:
             parsed = wire.parse(response)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any unusable answer: mapped here
             self.capabilities.release_probe(key)
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
-        data = _json_or_none(parsed.completion.text)
-        verdict = "honoured" if isinstance(data, dict) and isinstance(data.get("probe"), int) else "ignored"
+        verdict = probe_verdict(parsed.completion.text, parsed.completion.finish_reason)
         self.capabilities.learn(key, response_format=verdict)
         log.info("%s %s response_format for %s", server.shown, verdict, model)
         usage = parsed.completion.usage
@@ -447,8 +588,21 @@ def _timeout(timeout: Any, client: Any) -> Any:
     return timeout
 
 
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+def probe_verdict(text: str, finish_reason: str | None) -> str:
+    """"honoured" when the probe's answer is ``{"probe": <integer>}`` (whitespace aside), or was
+    cut off inside that shape; else "ignored" (a server that ignores the format says hello).
+
+    A model constrained by a grammar that allows whitespace between tokens (vLLM's default) may
+    spend the whole budget on it: ``{\n    "probe"\n\n:\n\n-1\n\n`` at 16 tokens is honoured.
+    """
+    compact = "".join(text.split())  # no whitespace inside the probe's only key or its integer
+    if _PROBE_ANSWER.fullmatch(compact):
+        return "honoured"
+    cut_inside = _PROBE_PREFIX.startswith(compact) or re.fullmatch(r'\{"probe":-?\d*', compact) is not None
+    return "honoured" if finish_reason == "length" and compact.startswith("{") and cut_inside else "ignored"
+
+
+@functools.lru_cache(maxsize=256)
+def _format_for(schema: Any) -> tuple[dict[str, Any] | None, bool]:
+    """:func:`._wire.format_for`, once per schema object (every ballot asks)."""
+    return wire.format_for(schema)

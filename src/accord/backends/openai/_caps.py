@@ -69,7 +69,7 @@ class Capabilities:
         """Record ``response_format=...`` or ``logprobs=...``; a refusal is never overwritten."""
         with self._lock:
             known = self._known.get(key, Known())
-            kept = {name: value for name, value in facts.items() if getattr(known, name) != "rejected"}
+            kept: dict[str, Any] = {name: value for name, value in facts.items() if getattr(known, name) != "rejected"}
             self._known[key] = replace(known, **kept)
 
     def claim_probe(self, key: Key) -> bool:

@@ -69,6 +69,12 @@ class Server:
             return given
         return openai.AsyncOpenAI(**self.settings, max_retries=0)
 
+    def fresh_async_client(self) -> Any:
+        """A new async client with this server's settings, for a private event loop (its caller closes it)."""
+        import openai
+
+        return openai.AsyncOpenAI(**self.settings, max_retries=0)
+
     def close(self) -> None:
         with self._lock:
             if self._sync is not None and self._sync is not self.sync_given:

@@ -22,7 +22,8 @@ import re
 import sys
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..._errors import BackendError
@@ -55,7 +56,7 @@ class _ScrubSecrets(logging.Filter):
             return True
         try:
             text = record.getMessage()
-        except Exception:  # a record that cannot be formatted is left to logging
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted is left to logging
             return True
         if any(secret in text for secret in _secrets):
             record.msg, record.args = scrub(text, _secrets), None
@@ -155,8 +156,8 @@ def to_backend_error(exc: BaseException, *, server: str, secrets: Iterable[str] 
         retry_after = parse_retry_after(getattr(exc.response, "headers", None))
         return BackendError(text, retryable=retryable, status=status, retry_after=retry_after)
     if isinstance(exc, openai.APITimeoutError):
-        cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "timeout"
-        return BackendError(f"{server}: timed out ({cause})", retryable=True)
+        kind = type(exc.__cause__).__name__ if exc.__cause__ is not None else "timeout"
+        return BackendError(f"{server}: timed out ({kind})", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         why = f"{type(cause).__name__}: {said(cause)}" if cause is not None else said(exc)

@@ -15,12 +15,13 @@ import copy
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..._prompt import build_input
-from ..._types import Completion, Message, Request, Usage
 from ..._schema import Schema
+from ..._types import Completion, Message, Request, Usage
 from ._caps import Known
 from ._errors import Malformed
 
@@ -63,6 +64,49 @@ def response_format(schema: Schema[Any]) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": closed, "strict": strict}}
 
 
+#: The one property a bare schema (a choice, a scalar, a list, a pattern) is wrapped in.
+WRAPPER = "answer"
+
+
+def format_for(schema: Schema[Any]) -> tuple[dict[str, Any] | None, bool]:
+    """The response format to send for a schema, and whether the answer comes wrapped.
+
+    An object-rooted schema goes as it is (:func:`response_format`). Any other schema with a JSON
+    Schema (``Literal[...]``, ``int``, ``list[int]``, ``accord.Regex``) goes wrapped in an object
+    with one required property, ``{"answer": ...}``, since strict mode wants an object root
+    (instructor wraps a bare type the same way); :func:`unwrap` takes the answer out again. A
+    grammar has no JSON Schema: None.
+    """
+    direct = response_format(schema)
+    if direct is not None:
+        return direct, False
+    inner = schema.json_schema
+    if not isinstance(inner, dict):
+        return None, False
+    inner = copy.deepcopy(inner)
+    root: dict[str, Any] = {"type": "object", "required": [WRAPPER], "additionalProperties": False}
+    for key in ("$defs", "definitions"):
+        if key in inner:
+            root[key] = inner.pop(key)  # references (#/$defs/...) resolve from the root
+    root["properties"] = {WRAPPER: inner}
+    strict = _close(root)
+    name = _SCHEMA_NAME.sub("_", schema.name)[:64] or "answer"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": root, "strict": strict}}, True
+
+
+def unwrap(text: str) -> str | None:
+    """The answer inside a wrapped reply ``{"answer": X}``: X itself when it is a string, else its
+    JSON; None when the text is not exactly such an object (cut off, or not wrapped)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) != {WRAPPER}:
+        return None
+    value = data[WRAPPER]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
@@ -86,7 +130,7 @@ def _close(node: Any) -> bool:
     for key in _SCHEMA_ONE:
         value = node.get(key)
         children += value if isinstance(value, list) else [value]
-    return all([_close(child) for child in children]) and strict
+    return all([_close(child) for child in children]) and strict  # noqa: C419 - a list: every child is closed, none skipped
 
 
 def chat_params(request: Request, options: Options, known: Known, *, structured: bool, hint: bool) -> dict[str, Any]:
@@ -115,7 +159,7 @@ def chat_params(request: Request, options: Options, known: Known, *, structured:
     if settings.stop:
         params["stop"] = list(settings.stop)
     if structured:
-        fmt = response_format(request.schema)
+        fmt, _ = format_for(request.schema)
         if fmt is not None:
             params["response_format"] = fmt
     if options.logprobs and known.logprobs not in ("rejected", "ignored"):

@@ -1,0 +1,174 @@
+"""Ballots that sample a server's batch noise, instead of k copies of one batch.
+
+Over HTTP accord cannot perturb the computation: the server decides what a request is batched
+with, and that batch is what moves its logits (continuous batching changes the kernels' shapes
+and reduction order). Greedy ballots of one prompt sent at once land in the same batches and are
+computed the same way: k copies, which only look like agreement. So, by default, the OpenAI
+backend spreads the ballots of one prompt (``spread=True``; measured in docs/http.md):
+
+- **one at a time**: a ballot waits until the previous ballot of the same prompt is answered, so
+  ballots of one prompt never share a batch (ballots of other prompts still run concurrently);
+- **batch neighbours**: ballot i >= 1 goes out with ``neighbours(i)`` other requests of other
+  lengths (filler text, greedy, up to as many tokens as the ballot may write) sent with it and
+  cancelled once it is answered, so each ballot shares its batches with a different company.
+  The backend's own ballots of other prompts in flight count as neighbours (fewer are sent): a
+  busy ``map`` already gives every ballot company, and sends none;
+- with several base URLs, ballots also go round-robin across the servers.
+
+Ballot 0 goes alone, as the deployment would send it. The neighbours' tokens are the cost: they
+are spent only on ballots after the first, i.e. when the margin gate did not accept the first
+ballot alone. Neither the neighbours' answers nor their usage are part of the Result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from ..._types import Request
+
+#: Batch neighbours sent beside ballot i (i >= 1): a different count for each ballot.
+NEIGHBOURS = (0, 1, 3, 6, 2, 5, 4, 7)
+FILLER = (
+    "The committee met again on Thursday to review the quarterly figures, and the discussion ran long. ",
+    "Rain had fallen all night over the valley, and by morning the river was high and brown. ",
+    "Our records show that the shipment left the warehouse on time but was held at the border. ",
+)
+_ASKS = ("Summarize the text above in two sentences.", "Continue the story.", "List three facts from the text.")
+
+
+def neighbours(ballot: int) -> int:
+    """How many batch neighbours ballot ``ballot`` is sent with (none for ballot 0)."""
+    return NEIGHBOURS[ballot % len(NEIGHBOURS)] if ballot > 0 else 0
+
+
+def neighbour_messages(turn: int) -> list[dict[str, str]]:
+    """The chat messages of one neighbour: a prompt whose length varies with ``turn``."""
+    text = "".join(FILLER[(turn + i) % len(FILLER)] for i in range(1 + turn % 7))
+    return [{"role": "user", "content": text + _ASKS[turn % len(_ASKS)]}]
+
+
+def prompt_key(request: Request) -> str:
+    """What makes two requests ballots of the same prompt: the input sent and the schema."""
+    return json.dumps([request.input, request.schema.name], sort_keys=True, default=str)
+
+
+class Turns:
+    """Per prompt, one ballot at a time: a lock per prompt key, for threads and for event loops."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: dict[str, tuple[threading.Lock, int]] = {}
+        self._tasks: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._lock:
+            lock, users = self._threads.get(key, (threading.Lock(), 0))
+            self._threads[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._threads[key]
+                if users == 1:
+                    del self._threads[key]
+                else:
+                    self._threads[key] = (lock, users - 1)
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, key: str) -> AsyncIterator[None]:
+        slot = (id(asyncio.get_running_loop()), key)
+        with self._lock:
+            lock, users = self._tasks.get(slot, (asyncio.Lock(), 0))
+            self._tasks[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._tasks[slot]
+                if users == 1:
+                    del self._tasks[slot]
+                else:
+                    self._tasks[slot] = (lock, users - 1)
+
+
+def neighbour_params(model: str, turn: int, max_tokens: int) -> dict[str, Any]:
+    """The keyword arguments of one neighbour's ``chat.completions.create``."""
+    return {"model": model, "messages": neighbour_messages(turn), "max_tokens": max_tokens, "temperature": 0.0}
+
+
+@contextlib.asynccontextmanager
+async def abeside(client: Any, neighbours: list[dict[str, Any]]) -> AsyncIterator[None]:
+    """The neighbours in flight on this event loop while the block runs; cancelled when it ends.
+
+    A neighbour's failure is not the ballot's: it is dropped.
+    """
+    tasks = [asyncio.ensure_future(client.chat.completions.create(**params)) for params in neighbours]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def traffic(client: Any, params: Callable[[int], dict[str, Any]], count: int) -> AsyncIterator[None]:
+    """``count`` requests always in flight while the block runs (``params(turn)`` builds each; a
+    finished or failed one is sent again), cancelled when it ends: a busy server."""
+
+    async def keep_sending(lane: int) -> None:
+        for turn in itertools.count(lane, count):
+            try:
+                await client.chat.completions.create(**params(turn))
+            except Exception:  # noqa: BLE001 - background traffic: its failures are not the caller's
+                await asyncio.sleep(0.2)
+
+    tasks = [asyncio.ensure_future(keep_sending(lane)) for lane in range(count)]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]]) -> Iterator[None]:
+    """For a sync call: the neighbours in flight on a private event loop in a thread while the
+    block runs (``new_client()`` builds that loop's async client); cancelled when it ends."""
+    if not neighbours:
+        yield
+        return
+    started = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def run() -> None:
+        state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        client = new_client()
+        try:
+            async with abeside(client, neighbours):
+                started.set()
+                await state["stop"].wait()
+        finally:
+            started.set()
+            await client.close()
+
+    worker = threading.Thread(target=lambda: asyncio.run(run()), name="accord-neighbours", daemon=True)
+    worker.start()
+    started.wait(timeout=10)
+    try:
+        yield
+    finally:
+        if "stop" in state:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                state["loop"].call_soon_threadsafe(state["stop"].set)
+        worker.join(timeout=30)

