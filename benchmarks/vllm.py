@@ -26,7 +26,7 @@ Arms (every call greedy, ``max_tokens=48``):
 
 Per arm: validity (the share of answers that validate; the rest are typed errors or failed
 parses), TARa across the two conditions (the share of items with the same answer in both),
-accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (5 items,
+accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (3 items,
 arms a-d, 4 requests of load) runs in the test suite.
 """
 
@@ -64,7 +64,7 @@ REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
 DTYPE = "bfloat16"  # what the server computes in (vLLM does not report it; the floor is stored under it)
 CONDITIONS = ("quiet", "loaded")
-QUICK_ITEMS = 5
+QUICK_ITEMS = 3
 ARMS = {
     "a": "raw greedy + json.loads",
     "b": "response_format strict alone",
