@@ -24,8 +24,8 @@ import accord
 from accord import MarginGate, Stabilizer, Vote, models
 from accord.backends.openai import _calibrate as calibration
 from accord.backends.openai import _spread as spreading
-from accord.backends.openai._backend import probe_verdict
 from accord.backends.openai._caps import Capabilities
+from accord.backends.openai._probe import probe_verdict
 
 
 class Person(BaseModel):

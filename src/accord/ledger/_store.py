@@ -230,7 +230,7 @@ def exists(path: str | os.PathLike[str], *, timeout: float = 5.0) -> bool:
     """Whether a ledger is at ``path`` already (looking creates nothing): the file, or the schema in the database."""
     if is_dsn(path):
         need_psycopg()
-        from ._postgres import has_ledger
+        from ._postgres_connection import has_ledger
 
         return has_ledger(str(path), timeout=timeout)
     return Path(path).is_file()
@@ -240,7 +240,7 @@ def shown(path: str | os.PathLike[str]) -> str:
     """A path or DSN as messages show it: a DSN without its password (nor any option)."""
     if is_dsn(path):
         need_psycopg()
-        from ._postgres import redact
+        from ._postgres_connection import redact
 
         return redact(str(path))
     return str(path)

@@ -22,9 +22,9 @@ Each turn of the loop:
    wait for a free slot and when each reaches the model (:class:`Queued`): a call still waiting
    when the run ends was never a model call (no ballot), and time during which every call of
    the run waits does not count against ``Budget.max_seconds``.
-3. ``absorb`` takes each Outcome, in call order: the text is read (extract -> normalize ->
-   validate -> canonicalize, ``_read``, in :meth:`_Run.read`) and the ballot recorded
-   (:meth:`_Run.record`, the one place a ballot is made). Then, per slot:
+3. ``absorb`` (``_absorb``) takes each Outcome, in call order: the text is read (extract ->
+   normalize -> validate -> canonicalize, ``_read``, in :meth:`Absorb.read`) and the ballot
+   recorded (:meth:`_Run.record`, the one place a ballot is made). Then, per slot:
 
        valid              cast in the ballot box; the slot is finished
        invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
@@ -46,110 +46,34 @@ a call starts (``take_ready``), a ballot is recorded (``record``), a slot asks a
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from .._errors import AccordError, BackendError
 from .._examples import with_preamble
-from .._extract import Extract, shape_of
+from .._extract import shape_of
 from .._gate import MarginGate
 from .._hooks import RetryEvent
 from .._predict import Floors
-from .._prices import Prices
 from .._prompt import build_input
-from .._read import Misreading, Reading, read
 from .._result import Ballot, Result
-from .._retry import Budget, Retry, looping
 from .._schema import Schema
-from .._types import Completion, Feedback, Prompt, Request, Settings, Usage
-from .._vote import Vote
+from .._types import Feedback, Prompt, Request, Settings, Usage
 from ..backends._base import Backend
 from . import _outcome as outcome
-from ._box import BUDGET, Box, Seat, Verdict
+from ._absorb import Absorb
+from ._box import BUDGET, Box, Verdict
+from ._calls import Call, Outcome, Queued, Slot, Step
+from ._policy import Policy
 from ._watch import Watch
+
+__all__ = ["Call", "Outcome", "Policy", "Queued", "Step", "ballot_fields", "decide"]  # the loop's names, wherever defined
 
 log = logging.getLogger("accord")
 
 SPENT = Verdict(BUDGET, None)
-UNGATED = MarginGate()  # reads the smallest margin only
-TRUNCATED = ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},)
-
-
-@dataclass(frozen=True)
-class Call:
-    """One model call to start: ``id`` orders outcomes, ``slot`` is the ballot it is for."""
-
-    id: int
-    slot: int
-    request: Request
-
-
-@dataclass(frozen=True)
-class Step:
-    """Start these calls; send back what finishes, or an empty list after ``timeout`` seconds."""
-
-    start: tuple[Call, ...]
-    timeout: float | None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A finished call: its completion, or the exception it raised, and how long it took."""
-
-    call: Call
-    completion: Completion | None
-    error: BaseException | None
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Queued:
-    """A driver's notice, sent beside the Outcomes: ``call`` waits for a free slot of a shared
-    concurrency limit (``started=False``), or has just reached the model (``started=True``). A
-    driver that starts every call at once (``drive``, a test) sends none."""
-
-    call: Call
-    started: bool
-
-
 READ_GRACE = 0.05  # seconds a turn's outputs may still be read once the budget's time is up
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Everything that shapes a run besides the prompt, schema and backend."""
-
-    vote: Vote = field(default_factory=Vote)
-    retry: Retry = field(default_factory=Retry)
-    budget: Budget = field(default_factory=Budget)
-    settings: Settings = field(default_factory=Settings)
-    hint: bool = True
-    normalizers: tuple[Callable[[str], str], ...] = ()
-    plurality: bool = False
-    on_ballot: Callable[[Ballot], Any] | None = None
-    perturb: Any = None
-    extract: Extract = field(default_factory=Extract)
-    system: str | None = None
-    examples: tuple[tuple[str, str], ...] = ()  # (input, output as rendered), see _examples
-    prices: Prices | None = None
-
-
-@dataclass
-class _Slot:
-    """One ballot slot's calls: the latest request and the attempts so far; ``seat`` is its vote."""
-
-    seat: Seat
-    request: Request
-    calls: int = 0
-    outputs: int = 0
-    faults: int = 0
-
-    @property
-    def index(self) -> int:
-        return self.seat.index
 
 
 def decide(
@@ -165,7 +89,7 @@ def decide(
     return _Run(prompt, schema, backend, policy, clock, watch=watch).loop()
 
 
-class _Run:
+class _Run(Absorb):
     def __init__(
         self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float], *, watch: Watch | None = None
     ):
@@ -186,7 +110,7 @@ class _Run:
         self.hint = policy.hint and not backend.constrains_for(schema)
         self.shape = shape_of(schema)
         self.t0 = clock()
-        self.slots: list[_Slot] = []
+        self.slots: list[Slot] = []
         self.ready: list[Call] = []
         self.delayed: list[tuple[float, Call]] = []  # (when, call): retries after a backoff
         self.in_flight: dict[int, Call] = {}
@@ -322,7 +246,7 @@ class _Run:
     def open(self) -> None:
         seat = self.box.seat()
         request = self.request(seat.index, None, self.policy.settings, self.perturbation(seat.index))
-        slot = _Slot(seat, request)
+        slot = Slot(seat, request)
         self.slots.append(slot)
         self.call(slot, request)
 
@@ -330,7 +254,7 @@ class _Run:
         text = build_input(self.prompt, self.schema, hint=self.hint, feedback=feedback)
         return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation)
 
-    def call(self, slot: _Slot, request: Request, delay: float = 0.0) -> None:
+    def call(self, slot: Slot, request: Request, delay: float = 0.0) -> None:
         slot.calls += 1
         budget = self.policy.budget.max_seconds
         left = None if budget is None else max(0.0, budget - self.spent(self.clock()) - delay)
@@ -342,105 +266,9 @@ class _Run:
         else:
             self.ready.append(call)
 
-    # -- one finished call -------------------------------------------------------------------
+    # -- recording (one finished call is read and acted on in ._absorb) ----------------------
 
-    def absorb(self, done: Outcome, now: float) -> None:
-        call = done.call
-        self.in_flight.pop(call.id, None)
-        self.began.pop(call.id, None)
-        self.queued.discard(call.id)
-        slot = self.slots[call.slot]
-        started = max(0.0, now - self.t0 - done.seconds)
-        if done.completion is None:
-            error = self.backend.map_error(done.error or RuntimeError("no completion"))
-            self.fault(slot, call, error, done.seconds, started)
-        else:
-            self.output(slot, call, done.completion, done.seconds, started)
-
-    def read(self, completion: Completion) -> Reading | Misreading:
-        """The one place a model's text is read into a value (or why not)."""
-        left = None if self.read_until is None else self.read_until - self.clock()  # bounded by the budget
-        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract, seconds=left)
-        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
-            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
-            return Misreading("truncated", TRUNCATED)
-        return reading
-
-    def output(self, slot: _Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
-        tokens = completion.usage
-        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion))
-        self.usage = self.usage + usage
-        # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
-        # model without shipped floors that would start a calibration nobody asked for).
-        margins = self.gate.check(completion.margins, self.backend) if self.gate else UNGATED.check(completion.margins)
-        reading = self.read(completion)
-        slot.outputs += 1
-        self.box.heard(slot.seat, margins.min_margin)
-        perturbation = call.request.perturbation
-        meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
-        loop = False
-        error: dict[str, Any] | None = None
-        if isinstance(reading, Misreading):
-            error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
-            loop = completion.finish_reason == "length" and looping(completion.text or "")
-            if loop:
-                error["loop"] = True  # cut off inside a repeated stretch: not grown
-            coercions: tuple[dict[str, str], ...] = ()
-            status, value, data, key = "invalid", None, None, None
-        else:
-            status, value, data, key = "valid", reading.value, reading.data, reading.key
-            coercions = reading.coercions
-        ballot = Ballot(
-            slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
-            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
-        )
-        self.record(ballot)
-        if isinstance(reading, Misreading):
-            self.retry_output(slot, call, completion, reading, loop=loop, ballot=ballot)
-        else:
-            self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
-
-    def cost(self, completion: Completion) -> float | None:
-        """What a call cost: as the backend reports it, else under ``Policy.prices``."""
-        tokens = completion.usage
-        if tokens.cost is not None or self.policy.prices is None:
-            return tokens.cost
-        answered = completion.meta.get("model")
-        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, answered if isinstance(answered, str) else None)
-
-    def retry_output(self, slot: _Slot, call: Call, completion: Completion, reading: Misreading, *, loop: bool, ballot: Ballot) -> None:
-        retry = self.policy.retry
-        if not retry.again(slot.outputs, self.clock() - self.t0) or (loop and not retry.grow_loops):
-            self.box.spoil(slot.seat)
-            return
-        request = call.request
-        if completion.finish_reason == "length":
-            # Truncated: same question, more room; not re-asked with feedback.
-            current = request.settings.max_tokens or self.backend.default_max_tokens
-            self.again(slot, ballot, "truncated")
-            self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
-            return
-        feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
-        self.again(slot, ballot, "invalid")
-        self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
-
-    def fault(self, slot: _Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
-        usage = Usage(seconds=seconds, calls=1)
-        self.usage = self.usage + usage
-        retryable = isinstance(error, BackendError) and error.retryable
-        info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "retryable": retryable}
-        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds)
-        self.record(ballot)
-        slot.faults += 1
-        if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):
-            retry_after = error.retry_after if isinstance(error, BackendError) else None
-            delay = self.policy.retry.backoff(slot.faults, retry_after)
-            self.again(slot, ballot, "fault", delay)
-            self.call(slot, call.request, delay=delay)
-            return
-        self.box.spoil(slot.seat, error)
-
-    def again(self, slot: _Slot, ballot: Ballot, reason: str, wait: float = 0.0) -> None:
+    def again(self, slot: Slot, ballot: Ballot, reason: str, wait: float = 0.0) -> None:
         """The slot asks again (its next call is made right after): the watch is told."""
         if self.watch is not None:
             self.watch.retry(RetryEvent(slot.index, slot.calls + 1, reason, wait, ballot))
@@ -478,7 +306,3 @@ def ballot_fields(ballot: Ballot) -> dict[str, Any]:
         "accord_min_margin": ballot.min_margin,
     }
 
-
-def _describe(value: Any) -> Any:
-    describe = getattr(value, "describe", None)
-    return describe() if callable(describe) else value

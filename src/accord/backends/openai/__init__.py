@@ -1,6 +1,9 @@
 """An OpenAI-compatible server as a backend (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI).
 
-    _backend   OpenAIBackend: the exchange per ballot, driven by the sync and the async client
+    _backend   OpenAIBackend: its settings, what the core reads, spreading and streaming
+    _exchange  the exchange per ballot (no I/O): model, probe, chat completion, what is learned
+    _ops       the operations an exchange yields; _drivers: the sync and async clients send them
+    _probe     the one question: does the server honour response_format?
     _wire      what goes over the wire and what comes back (no I/O)
     _caps      what each server is known to do, per (server, model)
     _clients   the openai clients behind a backend

@@ -2,10 +2,10 @@
 
 vLLM, SGLang, llama.cpp, Ollama, ``transformers serve`` or OpenAI itself. The official ``openai``
 package does the HTTP (its retries off); this module decides what to send and reads what comes
-back. One exchange (the calls behind one ballot) is a generator that yields operations and
-receives their replies, the httpx auth-flow pattern: :meth:`OpenAIBackend.generate` drives it
-with the sync client and :meth:`OpenAIBackend.agenerate` with the async client, natively, so
-the budget can cancel an in-flight request.
+back. One exchange (the calls behind one ballot, :mod:`._exchange`) is a generator that yields
+operations (:mod:`._ops`) and receives their replies, the httpx auth-flow pattern:
+:meth:`OpenAIBackend.generate` drives it with the sync client and :meth:`OpenAIBackend.agenerate`
+with the async client (:mod:`._drivers`), natively, so the budget can cancel an in-flight request.
 
 What an exchange does, per ballot:
 
@@ -13,8 +13,8 @@ What an exchange does, per ballot:
    asks it once for its model (``GET /models``; a server with exactly one model);
 2. the first time a server is seen with a schema ``response_format`` can carry (an object
    root, or a bare type wrapped in ``{"answer": ...}``: :func:`._wire.format_for`), probes it
-   once: does it honour ``response_format`` (strict JSON Schema)? The answer is remembered per
-   (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it;
+   once (:mod:`._probe`): does it honour ``response_format`` (strict JSON Schema)? The answer
+   is remembered per (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it;
    the core reads ``constrains`` when a run starts, so a run that starts after the probe leaves
    the schema out of the prompt, and one that starts before carries it (harmless);
 3. sends the chat completion, with ``logprobs``/``top_logprobs`` unless the server is known to
@@ -39,99 +39,29 @@ URL credential appears in a Result, a log line or an error.
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
-import re
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..._errors import BackendError, ConfigError
-from ..._types import Completion, Request, Usage
-from .._base import Backend, Noise
+from ..._errors import ConfigError
+from ..._types import Completion, Request
+from .._base import Noise
+from . import _drivers as drivers
 from . import _spread as spreading
-from . import _wire as wire
 from ._calibrate import stored_floor
 from ._caps import SHARED, Capabilities, Known
-from ._chunks import STREAM_OPTIONS, Chunks
 from ._clients import Server, servers_from
-from ._errors import guard_logs, to_backend_error
-
-log = logging.getLogger("accord.openai")
+from ._errors import guard_logs
+from ._exchange import Exchanges, format_for
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 _STRUCTURED = {"auto": "auto", True: "on", False: "off"}
-_PROBE_SCHEMA = {
-    "type": "object",
-    "properties": {"probe": {"type": "integer"}},
-    "required": ["probe"],
-    "additionalProperties": False,
-}
-_PROBE_FORMAT = {"type": "json_schema", "json_schema": {"name": "accord_probe", "schema": _PROBE_SCHEMA, "strict": True}}
-_PROBE_TOKENS = 48  # a constrained model may write whitespace between the tokens (vLLM's default grammar allows it)
-_PROBE_PREFIX = '{"probe":'
-_PROBE_ANSWER = re.compile(r'\{"probe":-?\d+\}')
 
 
-# -- operations an exchange yields ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Chat:
-    server: Server
-    params: dict[str, Any]
-    timeout: float | None = None  # the run's time left: an abandoned call does not outlive its budget
-    answer: bool = False  # the ballot's answer (not the probe): what ``stream`` streams
-
-    def options(self, client: Any) -> dict[str, Any]:
-        if self.timeout is None:
-            return self.params
-        return {**self.params, "timeout": _capped(getattr(client, "timeout", None), self.timeout)}
-
-    def call(self, client: Any) -> Any:
-        return client.chat.completions.create(**self.options(client))
-
-    async def acall(self, client: Any) -> Any:
-        return await client.chat.completions.create(**self.options(client))
-
-    def stream(self, client: Any) -> Any:
-        return client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
-
-    async def astream(self, client: Any) -> Any:
-        return await client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
-
-
-def _capped(timeout: Any, left: float) -> Any:
-    """The client's timeout, no part of it longer than the time the run has left."""
-    if isinstance(timeout, (int, float)):
-        return min(float(timeout), left)
-    parts = ("connect", "read", "write", "pool")
-    if timeout is not None and all(hasattr(timeout, p) for p in parts):
-        import httpx
-
-        return httpx.Timeout(**{p: left if getattr(timeout, p) is None else min(getattr(timeout, p), left) for p in parts})
-    return left
-
-
-@dataclass(frozen=True)
-class _ListModels:
-    server: Server
-
-    def call(self, client: Any) -> Any:
-        return [model.id for model in client.models.list().data]
-
-    async def acall(self, client: Any) -> Any:
-        return [model.id for model in (await client.models.list()).data]
-
-
-_Op = Any  # _Chat | _ListModels
-Exchange = Generator[_Op, Any, Completion]
-
-
-class OpenAIBackend(Backend):
+class OpenAIBackend(Exchanges):
     """A backend over one or more OpenAI-compatible servers.
 
     ``client``: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (the other twin is derived), or
@@ -220,7 +150,7 @@ class OpenAIBackend(Backend):
         """Whether this schema's shape is enforced by the server (``response_format`` carries
         every schema with a JSON Schema, bare types wrapped; not a grammar): when False the core
         puts the schema in the prompt."""
-        return self.constrains and _format_for(schema)[0] is not None
+        return self.constrains and format_for(schema)[0] is not None
 
     @property
     def gives_margins(self) -> bool:  # type: ignore[override]  # computed: logprobs, a floor, servers that return them
@@ -299,72 +229,20 @@ class OpenAIBackend(Backend):
             return self._noted(await self._adrive(request, server), len(neighbours))
 
     def _drive(self, request: Request, server: Server) -> Completion:
-        flow, reply = self._exchange(request, server), None
-        while True:
-            try:
-                op = flow.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            try:
-                reply = op.call(op.server.sync_client())
-            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
-                reply = exc
+        return drivers.drive(self._exchange(request, server))
 
     async def _adrive(self, request: Request, server: Server) -> Completion:
-        flow, reply = self._exchange(request, server), None
-        while True:
-            try:
-                op = flow.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            try:
-                reply = await op.acall(op.server.async_client())
-            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
-                reply = exc
+        return await drivers.adrive(self._exchange(request, server))
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, with the answer's chat completion streamed (``stream=True``): its
         text deltas as they arrive, then the Completion (usage from the last chunk)."""
-        flow, reply = self._exchange(request, self._next_server()), None
-        while True:
-            try:
-                op = flow.send(reply)
-            except StopIteration as done:
-                yield done.value
-                return
-            try:
-                if isinstance(op, _Chat) and op.answer:
-                    chunks = Chunks()
-                    for chunk in op.stream(op.server.sync_client()):
-                        delta = chunks.add(chunk)
-                        if delta:
-                            yield delta
-                    reply = chunks.response()
-                else:
-                    reply = op.call(op.server.sync_client())
-            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
-                reply = exc
+        yield from drivers.stream(self._exchange(request, self._next_server()))
 
     async def astream(self, request: Request) -> AsyncIterator[str | Completion]:
-        flow, reply = self._exchange(request, self._next_server()), None
-        while True:
-            try:
-                op = flow.send(reply)
-            except StopIteration as done:
-                yield done.value
-                return
-            try:
-                if isinstance(op, _Chat) and op.answer:
-                    chunks = Chunks()
-                    async for chunk in await op.astream(op.server.async_client()):
-                        delta = chunks.add(chunk)
-                        if delta:
-                            yield delta
-                    reply = chunks.response()
-                else:
-                    reply = await op.acall(op.server.async_client())
-            except Exception as exc:  # noqa: BLE001 - handed to the exchange, which maps it at the boundary
-                reply = exc
+        async with contextlib.aclosing(drivers.astream(self._exchange(request, self._next_server()))) as parts:
+            async for part in parts:
+                yield part
 
     def telemetry(self) -> dict[str, str | int]:
         """``openai`` (the API spoken), the model asked for (or the one discovered), the server."""
@@ -435,16 +313,7 @@ class OpenAIBackend(Backend):
         return busy()
 
     async def _amodel(self, server: Server) -> str:
-        flow, reply = self._discover(server), None
-        while True:
-            try:
-                op = flow.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            try:
-                reply = await op.acall(server.async_client())
-            except Exception as exc:  # noqa: BLE001 - handed to the flow, which maps it at the boundary
-                reply = exc
+        return await drivers.adrive(self._discover(server))
 
     @staticmethod
     def _noted(completion: Completion, neighbours: int) -> Completion:
@@ -454,126 +323,6 @@ class OpenAIBackend(Backend):
         """Close the sync clients accord built (async ones close with their event loop)."""
         for server in self.servers:
             server.close()
-
-    # -- one exchange ----------------------------------------------------------------------------
-
-    def _next_server(self) -> Server:
-        with self._lock:
-            server = self.servers[self._turn % len(self.servers)]
-            self._turn += 1
-        return server
-
-    def _exchange(self, request: Request, server: Server) -> Exchange:
-        model = self.model or (yield from self._discover(server))
-        key = (server.shown, model)
-        meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
-        extra_usage = Usage()
-        fmt, wrapped = _format_for(request.schema)
-        can_format = self.structured != "off" and fmt is not None
-        if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
-            meta["probe"], extra_usage = yield from self._probe(server, model, key)
-        claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
-        options = wire.Options(model, self.default_max_tokens, self.logprobs, self.top_logprobs)
-
-        def build(known: Known) -> dict[str, Any]:
-            structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
-            hint = not structured and claimed and not wire.has_hint(request)
-            return wire.chat_params(request, options, known, structured=structured, hint=hint)
-
-        response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
-        try:
-            parsed = wire.parse(response)
-        except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
-            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
-        self._learn(key, params, parsed)
-        meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
-        meta["structured"] = "response_format" if "response_format" in params else "prompt"
-        if "seed" in params:
-            meta["seed"] = params["seed"]
-        wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
-        dropped = sorted(self.capabilities.get(key).rejected & wanted)
-        if dropped:
-            meta["dropped"] = dropped
-        completion = parsed.completion
-        if wrapped and "response_format" in params:
-            inner = wire.unwrap(completion.text)
-            if inner is not None:  # else cut off or not wrapped: read as it came
-                completion = replace(completion, text=inner)
-                meta["wrapped"] = wire.WRAPPER
-        return replace(completion, usage=completion.usage + extra_usage, meta=meta)
-
-    def _ask(
-        self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
-        *, answer: bool = False,
-    ) -> Generator[_Op, Any, tuple[Any, dict[str, Any]]]:
-        """Send one chat completion; drop parameters the server refuses and send again."""
-        for _ in range(len(wire.DROPPABLE) + 1):
-            params = build(self.capabilities.get(key))
-            if params is None:
-                break
-            reply = yield _Chat(server, params, None if deadline is None else max(deadline, 0.05), answer)
-            if not isinstance(reply, BaseException):
-                return reply, params
-            refused = wire.rejected_params(reply, params)
-            if not refused:
-                raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
-            log.info("%s refused %s for %s; sending without it from now on", server.shown, ", ".join(sorted(refused)), key[1])
-            self.capabilities.reject(key, refused)
-        raise BackendError(f"{server.shown}: the server refused every way of asking", status=400)
-
-    def _probe(self, server: Server, model: str, key: tuple[str, str]) -> Generator[_Op, Any, tuple[str, Usage]]:
-        """Ask once whether the server honours ``response_format``; remember the answer."""
-
-        def build(known: Known) -> dict[str, Any] | None:
-            if known.response_format == "rejected":
-                return None
-            params: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "Say hello."}], "response_format": _PROBE_FORMAT}
-            params["max_tokens" if known.accepts("max_tokens") else "max_completion_tokens"] = _PROBE_TOKENS
-            if known.accepts("temperature"):
-                params["temperature"] = 0.0
-            return params
-
-        try:
-            response, _ = yield from self._ask(server, key, build)
-        except BackendError:
-            if self.capabilities.get(key).response_format == "rejected":
-                return "rejected", Usage()
-            self.capabilities.release_probe(key)  # probe again on a later call
-            raise  # the server failed: this ballot's call fails the same way, without a second try
-        try:
-            parsed = wire.parse(response)
-        except Exception as exc:  # noqa: BLE001 - any unusable answer: mapped here
-            self.capabilities.release_probe(key)
-            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
-        verdict = probe_verdict(parsed.completion.text, parsed.completion.finish_reason)
-        self.capabilities.learn(key, response_format=verdict)
-        log.info("%s %s response_format for %s", server.shown, verdict, model)
-        usage = parsed.completion.usage
-        return verdict, Usage(usage.prompt_tokens, usage.completion_tokens)
-
-    def _discover(self, server: Server) -> Generator[_Op, Any, str]:
-        """The model a server serves, asked once (``GET /models``)."""
-        known = self._models.get(server.shown)
-        if known is not None:
-            return known
-        reply = yield _ListModels(server)
-        if isinstance(reply, BaseException):
-            raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
-        if len(reply) != 1:
-            names = ", ".join(reply[:5]) or "none"
-            raise ConfigError(f"{server.shown} serves {len(reply)} models ({names}); pass model=")
-        with self._lock:
-            self._models[server.shown] = reply[0]
-        return reply[0]  # type: ignore[no-any-return]
-
-    def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed) -> None:
-        """Passive detection: a server that sent prose for ``response_format``, or no logprobs."""
-        if "response_format" in params and self.structured == "auto" and parsed.json_object is False:
-            if self.capabilities.get(key).response_format != "ignored":
-                log.info("%s ignores response_format for %s: the schema goes in the prompt", key[0], key[1])
-            self.capabilities.learn(key, response_format="ignored")
-        if "logprobs" in params and parsed.completion.text:
-            self.capabilities.learn(key, logprobs="returned" if parsed.logprobs_seen else "ignored")
 
 
 def _timeout(timeout: Any, client: Any) -> Any:
@@ -588,21 +337,3 @@ def _timeout(timeout: Any, client: Any) -> Any:
     return timeout
 
 
-def probe_verdict(text: str, finish_reason: str | None) -> str:
-    """"honoured" when the probe's answer is ``{"probe": <integer>}`` (whitespace aside), or was
-    cut off inside that shape; else "ignored" (a server that ignores the format says hello).
-
-    A model constrained by a grammar that allows whitespace between tokens (vLLM's default) may
-    spend the whole budget on it: ``{\n    "probe"\n\n:\n\n-1\n\n`` at 16 tokens is honoured.
-    """
-    compact = "".join(text.split())  # no whitespace inside the probe's only key or its integer
-    if _PROBE_ANSWER.fullmatch(compact):
-        return "honoured"
-    cut_inside = _PROBE_PREFIX.startswith(compact) or re.fullmatch(r'\{"probe":-?\d*', compact) is not None
-    return "honoured" if finish_reason == "length" and compact.startswith("{") and cut_inside else "ignored"
-
-
-@functools.lru_cache(maxsize=256)
-def _format_for(schema: Any) -> tuple[dict[str, Any] | None, bool]:
-    """:func:`._wire.format_for`, once per schema object (every ballot asks)."""
-    return wire.format_for(schema)

@@ -1,0 +1,161 @@
+"""One exchange: the calls behind one ballot, as a generator that yields operations
+(:mod:`._ops`) and receives their replies, and does no I/O (the httpx auth-flow pattern).
+
+:class:`Exchanges` is the I/O-free half of :class:`~._backend.OpenAIBackend`: it picks the
+server, asks it for its model once, probes ``response_format`` once (:mod:`._probe`), sends the
+chat completion (dropping a parameter the server refuses and sending again), reads the answer
+(:mod:`._wire`) and learns from it (:mod:`._caps`). The backend's drivers (:mod:`._drivers`)
+send what it yields with the sync or the async client.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Generator
+from dataclasses import replace
+from typing import Any
+
+from ..._errors import BackendError, ConfigError
+from ..._types import Request, Usage
+from .._base import Backend
+from . import _wire as wire
+from ._caps import Capabilities, Known
+from ._clients import Server
+from ._errors import to_backend_error
+from ._ops import Chat, Exchange, ListModels, Op
+from ._probe import probe_params, probe_verdict
+
+log = logging.getLogger("accord.openai")
+
+
+class Exchanges(Backend):
+    """The exchange per ballot over the servers; :class:`~._backend.OpenAIBackend` sets the state."""
+
+    model: str | None
+    structured: str  # "auto", "on" or "off"
+    logprobs: bool
+    top_logprobs: int
+    capabilities: Capabilities
+    servers: list[Server]
+    _secrets: list[str]
+    _models: dict[str, str]
+    _turn: int
+    _lock: threading.Lock
+
+    def _next_server(self) -> Server:
+        with self._lock:
+            server = self.servers[self._turn % len(self.servers)]
+            self._turn += 1
+        return server
+
+    def _exchange(self, request: Request, server: Server) -> Exchange:
+        model = self.model or (yield from self._discover(server))
+        key = (server.shown, model)
+        meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
+        extra_usage = Usage()
+        fmt, wrapped = format_for(request.schema)
+        can_format = self.structured != "off" and fmt is not None
+        if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
+            meta["probe"], extra_usage = yield from self._probe(server, model, key)
+        claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
+        options = wire.Options(model, self.default_max_tokens, self.logprobs, self.top_logprobs)
+
+        def build(known: Known) -> dict[str, Any]:
+            structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
+            hint = not structured and claimed and not wire.has_hint(request)
+            return wire.chat_params(request, options, known, structured=structured, hint=hint)
+
+        response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
+        try:
+            parsed = wire.parse(response)
+        except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
+            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
+        self._learn(key, params, parsed)
+        meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
+        meta["structured"] = "response_format" if "response_format" in params else "prompt"
+        if "seed" in params:
+            meta["seed"] = params["seed"]
+        wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
+        dropped = sorted(self.capabilities.get(key).rejected & wanted)
+        if dropped:
+            meta["dropped"] = dropped
+        completion = parsed.completion
+        if wrapped and "response_format" in params:
+            inner = wire.unwrap(completion.text)
+            if inner is not None:  # else cut off or not wrapped: read as it came
+                completion = replace(completion, text=inner)
+                meta["wrapped"] = wire.WRAPPER
+        return replace(completion, usage=completion.usage + extra_usage, meta=meta)
+
+    def _ask(
+        self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
+        *, answer: bool = False,
+    ) -> Generator[Op, Any, tuple[Any, dict[str, Any]]]:
+        """Send one chat completion; drop parameters the server refuses and send again."""
+        for _ in range(len(wire.DROPPABLE) + 1):
+            params = build(self.capabilities.get(key))
+            if params is None:
+                break
+            reply = yield Chat(server, params, None if deadline is None else max(deadline, 0.05), answer)
+            if not isinstance(reply, BaseException):
+                return reply, params
+            refused = wire.rejected_params(reply, params)
+            if not refused:
+                raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
+            log.info("%s refused %s for %s; sending without it from now on", server.shown, ", ".join(sorted(refused)), key[1])
+            self.capabilities.reject(key, refused)
+        raise BackendError(f"{server.shown}: the server refused every way of asking", status=400)
+
+    def _probe(self, server: Server, model: str, key: tuple[str, str]) -> Generator[Op, Any, tuple[str, Usage]]:
+        """Ask once whether the server honours ``response_format``; remember the answer."""
+
+        try:
+            response, _ = yield from self._ask(server, key, functools.partial(probe_params, model))
+        except BackendError:
+            if self.capabilities.get(key).response_format == "rejected":
+                return "rejected", Usage()
+            self.capabilities.release_probe(key)  # probe again on a later call
+            raise  # the server failed: this ballot's call fails the same way, without a second try
+        try:
+            parsed = wire.parse(response)
+        except Exception as exc:  # noqa: BLE001 - any unusable answer: mapped here
+            self.capabilities.release_probe(key)
+            raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
+        verdict = probe_verdict(parsed.completion.text, parsed.completion.finish_reason)
+        self.capabilities.learn(key, response_format=verdict)
+        log.info("%s %s response_format for %s", server.shown, verdict, model)
+        usage = parsed.completion.usage
+        return verdict, Usage(usage.prompt_tokens, usage.completion_tokens)
+
+    def _discover(self, server: Server) -> Generator[Op, Any, str]:
+        """The model a server serves, asked once (``GET /models``)."""
+        known = self._models.get(server.shown)
+        if known is not None:
+            return known
+        reply = yield ListModels(server)
+        if isinstance(reply, BaseException):
+            raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
+        if len(reply) != 1:
+            names = ", ".join(reply[:5]) or "none"
+            raise ConfigError(f"{server.shown} serves {len(reply)} models ({names}); pass model=")
+        with self._lock:
+            self._models[server.shown] = reply[0]
+        return reply[0]  # type: ignore[no-any-return]
+
+    def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed) -> None:
+        """Passive detection: a server that sent prose for ``response_format``, or no logprobs."""
+        if "response_format" in params and self.structured == "auto" and parsed.json_object is False:
+            if self.capabilities.get(key).response_format != "ignored":
+                log.info("%s ignores response_format for %s: the schema goes in the prompt", key[0], key[1])
+            self.capabilities.learn(key, response_format="ignored")
+        if "logprobs" in params and parsed.completion.text:
+            self.capabilities.learn(key, logprobs="returned" if parsed.logprobs_seen else "ignored")
+
+
+
+@functools.lru_cache(maxsize=256)
+def format_for(schema: Any) -> tuple[dict[str, Any] | None, bool]:
+    """:func:`._wire.format_for`, once per schema object (every ballot asks)."""
+    return wire.format_for(schema)

@@ -1,0 +1,67 @@
+"""The operations an exchange yields, and how each is sent with a sync or an async client.
+
+An exchange (:mod:`._exchange`) yields a :class:`Chat` or a :class:`ListModels` and receives its
+reply (or the exception it raised); the drivers (:mod:`._drivers`) send it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from ..._types import Completion
+from ._chunks import STREAM_OPTIONS
+from ._clients import Server
+
+
+@dataclass(frozen=True)
+class Chat:
+    server: Server
+    params: dict[str, Any]
+    timeout: float | None = None  # the run's time left: an abandoned call does not outlive its budget
+    answer: bool = False  # the ballot's answer (not the probe): what ``stream`` streams
+
+    def options(self, client: Any) -> dict[str, Any]:
+        if self.timeout is None:
+            return self.params
+        return {**self.params, "timeout": capped(getattr(client, "timeout", None), self.timeout)}
+
+    def call(self, client: Any) -> Any:
+        return client.chat.completions.create(**self.options(client))
+
+    async def acall(self, client: Any) -> Any:
+        return await client.chat.completions.create(**self.options(client))
+
+    def stream(self, client: Any) -> Any:
+        return client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
+
+    async def astream(self, client: Any) -> Any:
+        return await client.chat.completions.create(**self.options(client), stream=True, stream_options=STREAM_OPTIONS)
+
+
+def capped(timeout: Any, left: float) -> Any:
+    """The client's timeout, no part of it longer than the time the run has left."""
+    if isinstance(timeout, (int, float)):
+        return min(float(timeout), left)
+    parts = ("connect", "read", "write", "pool")
+    if timeout is not None and all(hasattr(timeout, p) for p in parts):
+        import httpx
+
+        return httpx.Timeout(**{p: left if getattr(timeout, p) is None else min(getattr(timeout, p), left) for p in parts})
+    return left
+
+
+@dataclass(frozen=True)
+class ListModels:
+    server: Server
+
+    def call(self, client: Any) -> Any:
+        return [model.id for model in client.models.list().data]
+
+    async def acall(self, client: Any) -> Any:
+        return [model.id for model in (await client.models.list()).data]
+
+
+Op = Any  # Chat | ListModels
+Exchange = Generator[Op, Any, Completion]

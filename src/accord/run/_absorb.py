@@ -1,0 +1,165 @@
+"""One finished call, in the run loop (:mod:`._loop`): its text read into a value (``_read``:
+extract -> normalize -> validate -> canonicalize), the ballot recorded, and then, per slot:
+
+    valid              cast in the ballot box; the slot is finished
+    invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
+    cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
+                       re-asked; unless the text ends in a loop (``Retry.grow_loops``)
+    backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
+                       server's Retry-After), while ``Retry.transport_attempts`` allow; any
+                       other ends the slot
+
+:class:`Absorb` is the half of the loop's run that does this; the loop (scheduling, the budget,
+recording) is the other half.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._errors import AccordError, BackendError
+from .._gate import MarginGate
+from .._read import Misreading, Reading, read
+from .._result import Ballot
+from .._retry import looping
+from .._schema import Schema
+from .._types import Completion, Feedback, Request, Settings, Usage
+from .._vote import Vote
+from ..backends._base import Backend
+from ._box import Box
+from ._calls import Call, Outcome, Slot
+from ._policy import Policy
+
+UNGATED = MarginGate()  # reads the smallest margin only
+TRUNCATED = ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},)
+
+
+class Absorb:
+    """Reading one finished call and acting on it, for the run (``_loop._Run``) that sets the state."""
+
+    schema: Schema[Any]
+    backend: Backend
+    policy: Policy
+    clock: Callable[[], float]
+    vote: Vote
+    gate: MarginGate | None
+    box: Box
+    shape: str
+    t0: float
+    slots: list[Slot]
+    in_flight: dict[int, Call]
+    began: dict[int, float]
+    queued: set[int]
+    usage: Usage
+    asked: str | None
+    read_until: float | None
+
+    if TYPE_CHECKING:  # the loop's own, where the run asks again and records a ballot
+
+        def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request: ...
+        def call(self, slot: Slot, request: Request, delay: float = 0.0) -> None: ...
+        def again(self, slot: Slot, ballot: Ballot, reason: str, wait: float = 0.0) -> None: ...
+        def record(self, ballot: Ballot) -> None: ...
+
+    def absorb(self, done: Outcome, now: float) -> None:
+        call = done.call
+        self.in_flight.pop(call.id, None)
+        self.began.pop(call.id, None)
+        self.queued.discard(call.id)
+        slot = self.slots[call.slot]
+        started = max(0.0, now - self.t0 - done.seconds)
+        if done.completion is None:
+            error = self.backend.map_error(done.error or RuntimeError("no completion"))
+            self.fault(slot, call, error, done.seconds, started)
+        else:
+            self.output(slot, call, done.completion, done.seconds, started)
+
+    def read(self, completion: Completion) -> Reading | Misreading:
+        """The one place a model's text is read into a value (or why not)."""
+        left = None if self.read_until is None else self.read_until - self.clock()  # bounded by the budget
+        reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract, seconds=left)
+        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
+            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
+            return Misreading("truncated", TRUNCATED)
+        return reading
+
+    def output(self, slot: Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
+        tokens = completion.usage
+        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion))
+        self.usage = self.usage + usage
+        # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
+        # model without shipped floors that would start a calibration nobody asked for).
+        margins = self.gate.check(completion.margins, self.backend) if self.gate else UNGATED.check(completion.margins)
+        reading = self.read(completion)
+        slot.outputs += 1
+        self.box.heard(slot.seat, margins.min_margin)
+        perturbation = call.request.perturbation
+        meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
+        loop = False
+        error: dict[str, Any] | None = None
+        if isinstance(reading, Misreading):
+            error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
+            loop = completion.finish_reason == "length" and looping(completion.text or "")
+            if loop:
+                error["loop"] = True  # cut off inside a repeated stretch: not grown
+            coercions: tuple[dict[str, str], ...] = ()
+            status, value, data, key = "invalid", None, None, None
+        else:
+            status, value, data, key = "valid", reading.value, reading.data, reading.key
+            coercions = reading.coercions
+        ballot = Ballot(
+            slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
+        )
+        self.record(ballot)
+        if isinstance(reading, Misreading):
+            self.retry_output(slot, call, completion, reading, loop=loop, ballot=ballot)
+        else:
+            self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
+
+    def cost(self, completion: Completion) -> float | None:
+        """What a call cost: as the backend reports it, else under ``Policy.prices``."""
+        tokens = completion.usage
+        if tokens.cost is not None or self.policy.prices is None:
+            return tokens.cost
+        answered = completion.meta.get("model")
+        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, answered if isinstance(answered, str) else None)
+
+    def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, loop: bool, ballot: Ballot) -> None:
+        retry = self.policy.retry
+        if not retry.again(slot.outputs, self.clock() - self.t0) or (loop and not retry.grow_loops):
+            self.box.spoil(slot.seat)
+            return
+        request = call.request
+        if completion.finish_reason == "length":
+            # Truncated: same question, more room; not re-asked with feedback.
+            current = request.settings.max_tokens or self.backend.default_max_tokens
+            self.again(slot, ballot, "truncated")
+            self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
+            return
+        feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
+        self.again(slot, ballot, "invalid")
+        self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
+
+    def fault(self, slot: Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
+        usage = Usage(seconds=seconds, calls=1)
+        self.usage = self.usage + usage
+        retryable = isinstance(error, BackendError) and error.retryable
+        info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "retryable": retryable}
+        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds)
+        self.record(ballot)
+        slot.faults += 1
+        if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):
+            retry_after = error.retry_after if isinstance(error, BackendError) else None
+            delay = self.policy.retry.backoff(slot.faults, retry_after)
+            self.again(slot, ballot, "fault", delay)
+            self.call(slot, call.request, delay=delay)
+            return
+        self.box.spoil(slot.seat, error)
+
+
+def _describe(value: Any) -> Any:
+    describe = getattr(value, "describe", None)
+    return describe() if callable(describe) else value

@@ -1,0 +1,33 @@
+"""The run's policy: everything that shapes a run besides the prompt, schema and backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._extract import Extract
+from .._prices import Prices
+from .._result import Ballot
+from .._retry import Budget, Retry
+from .._types import Settings
+from .._vote import Vote
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything that shapes a run besides the prompt, schema and backend."""
+
+    vote: Vote = field(default_factory=Vote)
+    retry: Retry = field(default_factory=Retry)
+    budget: Budget = field(default_factory=Budget)
+    settings: Settings = field(default_factory=Settings)
+    hint: bool = True
+    normalizers: tuple[Callable[[str], str], ...] = ()
+    plurality: bool = False
+    on_ballot: Callable[[Ballot], Any] | None = None
+    perturb: Any = None
+    extract: Extract = field(default_factory=Extract)
+    system: str | None = None
+    examples: tuple[tuple[str, str], ...] = ()  # (input, output as rendered), see _examples
+    prices: Prices | None = None
