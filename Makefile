@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/accord demo
 
 test: $(TEST_NEEDS)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # ruff over everything, mypy --strict over src/accord (both configured in pyproject.toml).
 lint: $(STAMP)

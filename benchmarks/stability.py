@@ -27,7 +27,7 @@ when it first ran). Answers are compared by canonical key, gold through the sche
 
 Every generation is cached in ``.bench-cache/stability.json`` (JSON) by (condition, request as
 sent, schema, settings, perturbation), so arms that send the same request share it and a rerun
-costs little. ``--quick`` (3 conditions, 10 items, no instructor arm) runs in the test suite.
+costs little. ``--quick`` (2 conditions, 5 items, no instructor arm) runs in the test suite.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     "float32 + batch neighbour": {"dtype": "float32", "condition": accord.Perturbation("batch", reference=None)},
     "float32, threads=1": {"dtype": "float32", "threads": 1},  # only with --threads
 }
-QUICK_ITEMS = 10
+QUICK_ITEMS = 5
 DEFAULT_CONDITIONS = 3  # threads moved no logit on this CPU (accord calibrate: floor 0), at half the speed
 ARMS = {
     "a": "raw greedy + json.loads",
@@ -371,7 +371,7 @@ def plot(results: dict[str, Figures], path: Path, title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 conditions, 10 items, no instructor arm (for the test suite)")
+    parser.add_argument("--quick", action="store_true", help="2 conditions, 5 items, no instructor arm (for the test suite)")
     parser.add_argument("--limit", type=int, default=None, help="only N items, spread over the kinds")
     parser.add_argument("--png", type=Path, default=CACHE_DIR / "stability.png", help="where the figure goes")
     parser.add_argument("--cache", type=Path, default=CACHE_DIR / "stability.json", help="the generation cache (JSON)")
@@ -397,8 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.limit:
         items = [items[i * len(items) // args.limit] for i in range(min(args.limit, len(items)))]  # spread over the kinds
     conditions = list(CONDITIONS) if args.threads else list(CONDITIONS)[:DEFAULT_CONDITIONS]
-    if args.conditions:
-        conditions = conditions[: args.conditions]
+    if args.conditions or args.quick:
+        conditions = conditions[: args.conditions or 2]  # --quick: float32 and bfloat16
     cache = Cache(args.cache)
     gold = {item["id"]: gold_key(item) for item in items}
     start = time.perf_counter()
