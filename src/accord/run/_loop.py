@@ -24,15 +24,9 @@ Each turn of the loop:
    the run waits does not count against ``Budget.max_seconds``.
 3. ``absorb`` (``_absorb``) takes each Outcome, in call order: the text is read (extract ->
    normalize -> validate -> canonicalize, ``_read``, in :meth:`Absorb.read`) and the ballot
-   recorded (:meth:`_Run.record`, the one place a ballot is made). Then, per slot:
-
-       valid              cast in the ballot box; the slot is finished
-       invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
-       cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
-                          re-asked; unless the text ends in a loop (``Retry.grow_loops``)
-       backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
-                          server's Retry-After), while ``Retry.transport_attempts`` allow; any
-                          other ends the slot
+   recorded (:meth:`_Run.record`, the one place a ballot is made). Then the slot is finished
+   (valid: cast in the ballot box), asked again (invalid, cut off, a transient fault), or ended:
+   the rules are in ``_absorb``'s docstring.
 
 4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
    fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,
