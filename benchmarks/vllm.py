@@ -26,8 +26,8 @@ Arms (every call greedy, ``max_tokens=48``):
 
 Per arm: validity (the share of answers that validate; the rest are typed errors or failed
 parses), TARa across the two conditions (the share of items with the same answer in both),
-accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (3 items,
-arms a-d, 4 requests of load) runs in the test suite.
+accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (2 items,
+arms a-c, 4 requests of load, throughput at concurrency 4) runs in the test suite.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
 DTYPE = "bfloat16"  # what the server computes in (vLLM does not report it; the floor is stored under it)
 CONDITIONS = ("quiet", "loaded")
-QUICK_ITEMS = 3
+QUICK_ITEMS = 2
 ARMS = {
     "a": "raw greedy + json.loads",
     "b": "response_format strict alone",
@@ -480,17 +480,17 @@ SECTIONS = ("calibrate", "spreading", "arms", "throughput")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-d, load 4, small calibration and throughput")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-c, load 4, small calibration and throughput")
     parser.add_argument("--limit", type=int, default=None, help="only N items, spread over the kinds")
-    parser.add_argument("--arms", default=None, help="which arms to run (default abcde; --quick: abcd)")
+    parser.add_argument("--arms", default=None, help="which arms to run (default abcde; --quick: abc)")
     parser.add_argument("--load", type=int, default=None, help="requests in flight beside each call when loaded (default 16)")
     parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: no spreading)")
-    parser.add_argument("--concurrency", type=int, default=16, help="the throughput comparison's concurrency")
+    parser.add_argument("--concurrency", type=int, default=None, help="the throughput comparison's concurrency (default 16; --quick: 4)")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
     parser.add_argument("--json", type=Path, default=CACHE_DIR / "vllm.json", help="where every outcome is written")
     args = parser.parse_args(argv)
-    arms = args.arms or ("abcd" if args.quick else "abcde")
+    arms = args.arms or ("abc" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
     sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s == "spreading")]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vllm: skipped, ACCORD_SKIP_VLLM=1")
         return 0
     begin = time.perf_counter()
-    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency, "out": args.json}
+    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "out": args.json}
     if url is not None:
         return measure(Target(url, model or only_model(url)), items, line=f"server: {url}", begin=begin, **options)
     from servers import model_folder, serve_vllm
