@@ -27,7 +27,7 @@ Arms (every call greedy, ``max_tokens=48``):
 Per arm: validity (the share of answers that validate; the rest are typed errors or failed
 parses), TARa across the two conditions (the share of items with the same answer in both),
 accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (2 items,
-arms a-c, 4 requests of load, throughput at concurrency 4) runs in the test suite.
+arms a-c, 4 requests of load, calibrate and arms only) runs in the test suite.
 """
 
 from __future__ import annotations
@@ -480,11 +480,11 @@ SECTIONS = ("calibrate", "spreading", "arms", "throughput")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-c, load 4, small calibration and throughput")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ITEMS} items, arms a-c, load 4, a small calibration, no spreading or throughput")
     parser.add_argument("--limit", type=int, default=None, help="only N items, spread over the kinds")
     parser.add_argument("--arms", default=None, help="which arms to run (default abcde; --quick: abc)")
     parser.add_argument("--load", type=int, default=None, help="requests in flight beside each call when loaded (default 16)")
-    parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: no spreading)")
+    parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: calibrate and arms)")
     parser.add_argument("--concurrency", type=int, default=None, help="the throughput comparison's concurrency (default 16; --quick: 4)")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     arms = args.arms or ("abc" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
-    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s == "spreading")]
+    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput"))]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):
