@@ -54,6 +54,7 @@ from accord._prompt import build_input  # noqa: E402
 from accord._types import Settings  # noqa: E402
 from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
 from generations import Cache, Deployment  # noqa: E402
+from peers import instructor_python  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
@@ -154,7 +155,6 @@ LOCAL_ARMS: dict[str, Callable[[Deployment, dict[str, Any]], Outcome]] = {
 
 # -- (f) instructor, in its own venv, against transformers serve -----------------------------------
 
-VENV = CACHE_DIR / "instructor-venv"
 INSTRUCTOR_RETRIES = 2  # instructor makes max_retries + 1 attempts: 3 in all, as arm (c)
 CHILD = r'''
 import importlib.util, json, sys, time
@@ -191,19 +191,6 @@ SERVER_CONDITIONS = {  # what transformers serve can reproduce of the deployment
     "bfloat16": {"extra_args": ("--dtype", "bfloat16")},
     "float32, threads=1": {"extra_args": ("--dtype", "float32"), "threads": 1},
 }
-
-
-def instructor_python() -> Path:
-    """The venv's python, created and instructor installed on first use (raises with the reason)."""
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True)
-    check = subprocess.run([str(python), "-c", "import instructor, openai"], capture_output=True, text=True, check=False)
-    if check.returncode != 0:
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"pip install instructor failed: {done.stderr.strip().splitlines()[-1:]}")
-    return python
 
 
 def instructor_arm(items: list[dict[str, Any]], conditions: list[str], cache: Cache) -> tuple[dict[tuple[str, str], Outcome], str | None]:

@@ -58,6 +58,7 @@ from accord._prompt import build_input  # noqa: E402
 from accord.backends.openai import _spread  # noqa: E402
 from accord.backends.openai import _wire as wire  # noqa: E402
 from accord.cli._metrics import MISSING, total_agreement  # noqa: E402
+from peers import instructor_python  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set by tests/conftest.py
@@ -172,7 +173,6 @@ CALL_ARMS: dict[str, Callable[[Target, dict[str, Any]], Outcome]] = {
 
 # -- (e) instructor, in its own venv ---------------------------------------------------------------
 
-INSTRUCTOR_VENV = CACHE_DIR / "instructor-venv"
 INSTRUCTOR_RETRIES = 2  # max_retries + 1 attempts: 3 in all
 INSTRUCTOR_CHILD = r'''
 import importlib.util, json, sys, time
@@ -202,21 +202,6 @@ for item in job["items"]:
     out.update(calls=calls[0], seconds=round(time.perf_counter() - start, 4))
     print(json.dumps(out, default=str), flush=True)
 '''
-
-
-def instructor_python() -> Path:
-    """The venv's python, created and instructor installed on first use (raises with the reason)."""
-    import subprocess
-
-    python = INSTRUCTOR_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(INSTRUCTOR_VENV)], check=True, capture_output=True)
-    check = subprocess.run([str(python), "-c", "import instructor, openai"], check=False, capture_output=True, text=True)
-    if check.returncode != 0:
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "instructor"], check=False, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"pip install instructor failed: {done.stderr.strip().splitlines()[-1:]}")
-    return python
 
 
 def instructor_outcomes(target: Target, items: list[dict[str, Any]]) -> dict[str, Outcome]:
