@@ -192,6 +192,24 @@ def test_ballots_of_different_prompts_still_run_concurrently(slow_server):
     assert overlapping([(s, e) for s, e, neighbour in log if not neighbour])
 
 
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in spans] + [(e - 0.01, -1) for _, e in spans])
+    return max(itertools.accumulate(step for _, step in edges))
+
+
+def test_a_map_keeps_its_concurrency_in_flight_while_ballots_of_one_prompt_wait_their_turn(slow_server):
+    # a ballot waiting for its prompt's turn takes no slot of the concurrency bound: 8 prompts of
+    # 3 ballots each at concurrency 4 reach 4 ballots at the server at once (3 at most when the
+    # first prompt's waiting ballots held slots); tests/test_map.py counts the slots exactly
+    url, log = slow_server
+    backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities())
+    stab = Stabilizer(backend, schema=Person, vote=Vote(k=3, early_stop=False))
+    results = stab.map([f"Alice is 30. ({n})" for n in range(8)], concurrency=4)
+    assert all(r.error is None and r.calls == 3 for r in results)
+    ballots = [(s, e) for s, e, neighbour in log if not neighbour]
+    assert len(ballots) == 24 and most_at_once(ballots) == 4
+
+
 def test_spread_off_sends_the_quorum_at_once_without_neighbours(slow_server):
     url, log = slow_server
     backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities(), spread=False)

@@ -1,8 +1,9 @@
 """The margin gate: accept one ballot alone when no decoding step was numerically fragile.
 
-A step is fragile when the gap between the best and second-best allowed logit is below the noise
-floor (the largest logit change the numeric perturbations cause). A ballot with margins and no
-fragile step would come out the same under that noise, so one call suffices.
+A step is fragile when the gap between the best and second-best allowed logit does not clear the
+noise floor (the largest logit change the numeric perturbations cause): it is at most the floor,
+so a tie is fragile even under a floor of 0. A ballot with margins and no fragile step would come
+out the same under that noise, so one call suffices.
 """
 
 from __future__ import annotations
@@ -50,5 +51,5 @@ class MarginGate:
         low = min(margins)
         if floor is None:
             return Margins(low, None, None, None)
-        fragile = sum(1 for m in margins if m < floor)
+        fragile = sum(1 for m in margins if m <= floor)
         return Margins(low, fragile, floor, fragile == 0)

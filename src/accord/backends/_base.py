@@ -12,6 +12,8 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     constrains                the backend enforces the schema itself (default False)
     constrains_for(schema)    ... for this schema (default: ``constrains``)
     blocking                  False only for a backend that returns at once (default True)
+    one_at_a_time             the calls of one run go one after another, each once the one
+                              before is answered (default False; the OpenAI backend spreading)
     fingerprint               the logical model identity, in ledger keys (default "unknown")
     gives_margins             ``Completion.margins`` are filled in (default False)
     perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
@@ -89,6 +91,7 @@ class Backend:
 
     constrains: bool = False
     blocking: bool = True
+    one_at_a_time: bool = False
     fingerprint: str = "unknown"
     gives_margins: bool = False
     perturbable: bool = False

@@ -70,23 +70,36 @@ def drive(flow: Flow, backend: Backend, watch: Watch | None = None) -> Result[An
     """Run a flow to its Result with worker threads (usable inside a running event loop).
 
     A blocking backend's calls run in daemon threads, so a hung one can be abandoned; a backend
-    that returns at once is called in place.
+    that returns at once is called in place. A ``one_at_a_time`` backend's calls of this run go
+    one after another, as in :func:`adrive`.
     """
     running: dict[futures.Future[Outcome], Call] = {}
+    held: list[Call] = []  # one_at_a_time: calls waiting for this run's call in flight
+    serial = backend.one_at_a_time and backend.blocking
     step = next(flow)
     while True:
         escaped = None
         if watch is not None:
             watch.settle_now()
+        notices: list[Queued] = []
         if backend.blocking:
-            running.update({spawn(_call, backend, call, watch): call for call in step.start})
-            outcomes, escaped = _wait(running, step.timeout)
+            for call in step.start:
+                if serial and (running or held):
+                    held.append(call)
+                    notices.append(Queued(call, started=False))
+                else:
+                    running[spawn(_call, backend, call, watch)] = call
+            outcomes, escaped = _wait(running, step.timeout) if not notices else ([], None)
+            if held and not running:  # one_at_a_time: the next call's turn
+                call = held.pop(0)
+                running[spawn(_call, backend, call, watch)] = call
+                notices.append(Queued(call, started=True))
         else:
             outcomes = [_call(backend, call, watch) for call in step.start] or _wait({}, step.timeout)[0]
         try:
             if escaped is not None and not outcomes:
                 raise escaped
-            step = flow.send(outcomes)  # the calls that finished beside an interrupt are recorded first
+            step = flow.send([*outcomes, *notices])  # the calls that finished beside an interrupt are recorded first
         except StopIteration as stop:
             if escaped is not None:
                 raise escaped from None
@@ -105,15 +118,31 @@ async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None =
     flow is told at once that it waits and again when it reaches the model (:class:`Queued`).
     A model function that raises CancelledError (nothing of accord's was cancelled) made a failed
     call; cancelling the task that awaits this cancels its calls and raises CancelledError.
+
+    A backend whose calls of one run go ``one_at_a_time`` (the OpenAI backend spreading ballots)
+    gets them one after another: the next call waits here, told as waiting (:class:`Queued`), and
+    takes no slot of ``limit`` while it waits, so the slots stay with calls that reach the model.
     """
     running: dict[asyncio.Future[Outcome], Call] = {}
     waiting: dict[asyncio.Future[Any], Call] = {}  # a slot of ``limit`` being waited for
+    held: list[Call] = []  # one_at_a_time: calls waiting for this run's call in flight
+    serial = backend.one_at_a_time
 
     def begin(call: Call) -> None:  # the call holds its slot until its task is done, cancelled or not
         task = asyncio.ensure_future(_acall(backend, call, watch))
         if limit is not None:
             task.add_done_callback(lambda _: limit.release())
         running[task] = call
+
+    async def admit(call: Call) -> bool:
+        """Start the call if a slot is free (True); else wait for one (False)."""
+        if limit is not None and limit.locked():
+            waiting[asyncio.ensure_future(limit.acquire())] = call
+            return False
+        if limit is not None:
+            await limit.acquire()  # free: taken at once
+        begin(call)
+        return True
 
     step = next(flow)
     try:
@@ -122,13 +151,11 @@ async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None =
             if watch is not None:
                 await watch.settle()
             for call in step.start:
-                if limit is not None and limit.locked():
-                    waiting[asyncio.ensure_future(limit.acquire())] = call
+                if serial and (running or waiting or held):
+                    held.append(call)
                     notices.append(Queued(call, started=False))
-                    continue
-                if limit is not None:
-                    await limit.acquire()  # free: taken at once
-                begin(call)
+                elif not await admit(call):
+                    notices.append(Queued(call, started=False))
             if not notices:
                 pending = [*running, *waiting]
                 if pending:
@@ -143,6 +170,10 @@ async def adrive(flow: Flow, backend: Backend, limit: asyncio.Semaphore | None =
                         notices.append(Queued(call, started=True))
                     elif future in running:
                         notices.append(_finished(future, running.pop(future)))
+                if held and not running and not waiting:  # one_at_a_time: the next call's turn
+                    call = held.pop(0)
+                    if await admit(call):  # else it waits for a slot now, as already told
+                        notices.append(Queued(call, started=True))
             try:
                 step = flow.send(notices)
             except StopIteration as stop:

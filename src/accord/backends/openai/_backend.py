@@ -137,6 +137,10 @@ class OpenAIBackend(Exchanges):
     # -- what the core reads ---------------------------------------------------------------------
 
     @property
+    def one_at_a_time(self) -> bool:  # type: ignore[override]  # spreading: one ballot of a prompt at a time
+        return self.spread
+
+    @property
     def constrains(self) -> bool:  # type: ignore[override]  # computed from what the servers are known to do
         """True when every server is known to honour ``response_format`` (or ``structured=True``).
 

@@ -7,7 +7,10 @@ computed the same way: k copies, which only look like agreement. So, by default,
 backend spreads the ballots of one prompt (``spread=True``; measured in docs/http.md):
 
 - **one at a time**: a ballot waits until the previous ballot of the same prompt is answered, so
-  ballots of one prompt never share a batch (ballots of other prompts still run concurrently);
+  ballots of one prompt never share a batch (ballots of other prompts still run concurrently).
+  The backend says ``one_at_a_time``, so the run's driver holds the next ballot back; it takes no
+  slot of a ``map``'s concurrency bound while it waits, and the server keeps that many requests
+  (a lock per prompt also orders two runs of one prompt at once);
 - **batch neighbours**: ballot i >= 1 goes out with ``neighbours(i)`` other requests of other
   lengths (filler text, greedy, up to as many tokens as the ballot may write) sent with it and
   cancelled once it is answered, so each ballot shares its batches with a different company.
