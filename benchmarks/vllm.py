@@ -471,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=int, default=None, help="requests in flight beside each call when loaded (default 16)")
     parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: calibrate and arms)")
     parser.add_argument("--concurrency", type=int, default=None, help="the throughput comparison's concurrency (default 16; --quick: 4)")
+    parser.add_argument("--prompts", type=int, default=None, help="the throughput comparison's prompts (default 8 x concurrency; --quick: 2 x)")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
     parser.add_argument("--json", type=Path, default=CACHE_DIR / "vllm.json", help="where every outcome is written")
@@ -486,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         print("vllm: skipped, ACCORD_SKIP_VLLM=1")
         return 0
     begin = time.perf_counter()
-    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "out": args.json}
+    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "prompts": args.prompts, "out": args.json}
     if url is not None:
         return measure(Target(url, model or only_model(url)), items, line=f"server: {url}", begin=begin, **options)
     from servers import model_folder, serve_vllm
@@ -507,7 +508,7 @@ def only_model(url: str) -> str:
 
 
 def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int, sections: list[str], quick: bool, concurrency: int,
-            out: Path, line: str, begin: float) -> int:
+            prompts: int | None, out: Path, line: str, begin: float) -> int:
     # The floors go to the benchmark's own cache, not the user's (a fresh server has a fresh port).
     os.environ["ACCORD_CACHE_DIR"] = str(CACHE_DIR / "accord")
     report: dict[str, Any] = {"items": [i["id"] for i in items], "server": target.url, "model": target.model}
@@ -557,7 +558,7 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
                   f"{'met' if c.typed == c.failures else 'NOT met'}")
             print(f"- at most 1.3 calls per answer: {c.calls:.2f}: {'met' if c.calls <= 1.3 else 'NOT met'}")
     if "throughput" in sections:
-        tp = throughput(target, 2 * concurrency if quick else 8 * concurrency, concurrency)
+        tp = throughput(target, prompts or (2 if quick else 8) * concurrency, concurrency)
         report["throughput"] = tp
         ratio = tp["accord_rps"] / tp["plain_rps"]
         print(f"throughput at concurrency {concurrency}, the same {tp['calls']} chat requests: accord amap {tp['accord_rps']:.2f} req/s "
