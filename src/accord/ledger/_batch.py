@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("accord")
 
 # How often a worker looks at the claims it waits on: one query for all of them. While it has
-# prompts of its own to decide, the others' answers are not needed yet: every half second. Idle,
+# prompts to decide (or still to take), the others' answers are not needed yet: every half second. Idle,
 # it looks sooner (from 20 ms, slowing to 100 ms while nothing moves): the end of a batch.
 _TICK = 0.01
 _IDLE_PAUSE = (0.02, 0.1)
@@ -250,7 +250,8 @@ class Batch:
         while self._waiting:
             await asyncio.sleep(_TICK)
             now = time.monotonic()
-            if now < looked + (max(pause, min(_BUSY_PAUSE, self._lease / 4)) if self._deciding else pause):
+            busy = self._deciding or self._upcoming  # prompts of its own to decide still: not between two of them
+            if now < looked + (max(pause, min(_BUSY_PAUSE, self._lease / 4)) if busy else pause):
                 continue
             looked, keys = now, list(self._waiting)
             try:
