@@ -295,6 +295,8 @@ def test_a_claim_opens_the_run_and_storing_it_lets_go_naming_the_answer(ledger: 
     holder = store.holders([entry.key])[entry.key]
     assert (holder.owner, holder.live, holder.run) == (owner, False, run_id), "let go in the same transaction, naming the answer"
     assert holder.answer is not None and holder.answer.run == run_id and holder.answer.ballots == store.replay(run_id).ballots
+    store.renew(owner, [entry.key], lease=30.0)  # the owner's renewing thread, late: it read the key before the release
+    assert not store.holders([entry.key])[entry.key].live, "a claim let go is never renewed"
     again = store.claim(entry, "someone-else", lease=30.0, ttl=None, refresh=False, begin=True)
     assert again.state == "answered" and again.answer is not None and again.answer.run == run_id and again.run is None
     assert len(ledger.runs()) == 1, "an answered key opens no run"

@@ -193,7 +193,7 @@ class PostgresStore(PostgresConnection):
         return self._write(work, atomic=False)
 
     def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
-        sql = f"UPDATE accord.claims SET expires = {_NOW} + %s WHERE owner = %s AND key = ANY(%s)"
+        sql = f"UPDATE accord.claims SET expires = {_NOW} + %s WHERE owner = %s AND key = ANY(%s) AND expires > 0"  # never one let go
         self._write(lambda c: c.execute(sql, (lease, owner, list(keys))), atomic=False)
 
     def release(self, key: str, owner: str, run: int | None) -> None:

@@ -189,7 +189,8 @@ class SQLiteStore:
         def work(c: sqlite3.Connection) -> None:
             for part in _parts(keys):
                 marks = ", ".join("?" * len(part))
-                c.execute(f"UPDATE claims SET expires = ? WHERE owner = ? AND key IN ({marks})", (time.time() + lease, owner, *part))
+                sql = f"UPDATE claims SET expires = ? WHERE owner = ? AND key IN ({marks}) AND expires > 0"  # never one let go
+                c.execute(sql, (time.time() + lease, owner, *part))
 
         self._write(work)
 

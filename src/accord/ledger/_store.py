@@ -179,7 +179,8 @@ class Store(Protocol):
         ...
 
     def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
-        """Extend ``owner``'s claims on ``keys`` to ``lease`` seconds from now."""
+        """Extend ``owner``'s claims on ``keys`` to ``lease`` seconds from now; never one it let go
+        (a renewal that read the keys before a release and comes after it changes nothing)."""
         ...
 
     def release(self, key: str, owner: str, run: int | None) -> None:
