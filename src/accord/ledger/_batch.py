@@ -19,6 +19,7 @@ whole lease, and decides those prompts itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -42,7 +43,6 @@ log = logging.getLogger("accord")
 # How often a worker looks at the claims it waits on: one query for all of them. While it has
 # prompts to decide (or still to take), the others' answers are not needed yet: every half second. Idle,
 # it looks sooner (from 20 ms, slowing to 100 ms while nothing moves): the end of a batch.
-_TICK = 0.01
 _IDLE_PAUSE = (0.02, 0.1)
 _BUSY_PAUSE = 0.5
 # A worker looks at a prompt's answer and claim together with the next prompts of its batch (one
@@ -72,6 +72,7 @@ class Batch:
         self._waiting: dict[str, list[asyncio.Future[tuple[int | None, Answer | None]]]] = {}  # another worker's -> who waits
         self._poller: asyncio.Task[None] | None = None
         self._deciding = 0  # prompts this worker is deciding now
+        self._idle = asyncio.Event()  # set when it has none to decide nor to take: the poller looks at once
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -114,6 +115,7 @@ class Batch:
                     finally:
                         HANDED.reset(handed)
                         self._deciding -= 1
+                        self._settle()
                         if kind == "mine":
                             self._done(found, result)
             run, answer = await self._wait(found)
@@ -137,6 +139,7 @@ class Batch:
             return "unclaimed", None
         ledger, key = self.ledger, entry.key
         self._upcoming.pop(key, None)
+        self._settle()
         if key in self._held:  # the same prompt again in this batch: wait for the first
             return "wait", key
         answer, holder = self._look(key)
@@ -244,16 +247,19 @@ class Batch:
         return await future
 
     async def _poll(self) -> None:
-        """Look at every claim waited on, once a pause, until no one waits."""
+        """Look at every claim waited on, once a pause, until no one waits (sooner once this worker goes idle)."""
         shortest, longest = _IDLE_PAUSE[0], min(_IDLE_PAUSE[1], self._lease / 4)
-        pause, looked, blind_since = shortest, 0.0, None
+        pause, blind_since = shortest, None
         while self._waiting:
-            await asyncio.sleep(_TICK)
-            now = time.monotonic()
-            busy = self._deciding or self._upcoming  # prompts of its own to decide still: not between two of them
-            if now < looked + (max(pause, min(_BUSY_PAUSE, self._lease / 4)) if busy else pause):
-                continue
-            looked, keys = now, list(self._waiting)
+            if self._busy():
+                self._idle.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), max(pause, min(_BUSY_PAUSE, self._lease / 4)))
+            else:
+                await asyncio.sleep(pause)
+            now, keys = time.monotonic(), list(self._waiting)
+            if not keys:
+                break
             try:
                 holders = self._store.holders(keys)
             except Exception as exc:  # noqa: BLE001 - keep waiting, up to a lease
@@ -273,6 +279,13 @@ class Batch:
                     self._wake(key, *((holder.run, holder.answer) if holder is not None else (None, None)))
                     woken += 1
             pause = shortest if woken else min(pause * 1.5, longest)
+
+    def _busy(self) -> bool:
+        return bool(self._deciding or self._upcoming)  # prompts of its own to decide still: not between two of them
+
+    def _settle(self) -> None:
+        if not self._busy():
+            self._idle.set()
 
     def _wake(self, key: str, run: int | None, answer: Answer | None) -> None:
         for future in self._waiting.pop(key, []):
