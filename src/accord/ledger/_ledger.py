@@ -163,8 +163,9 @@ class Ledger:
             opened = pending.run_id if pending is not None else None
             owner = pending.owner if pending is not None and pending.key == entry.key else None
             run_id, winner = self._store.store_run(entry, run, refresh=refresh, ttl=self.ttl, opened=opened, release=owner)
-            if pending is not None and owner is not None:
-                pending.released, pending.answer = True, winner if winner is not None else (run_id if run.outcome == "accepted" else None)
+            if pending is not None and owner is not None:  # let go, naming the key's answer
+                pending.released = True
+                pending.answer = winner if winner is not None else (run_id if run.outcome == "accepted" else None)
         except Exception as exc:  # noqa: BLE001 - a failed write never costs the answer
             log.warning("accord ledger: the run was not recorded (%s); returning its answer", _brief(exc))
             return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})

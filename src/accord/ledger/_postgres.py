@@ -169,9 +169,7 @@ class PostgresStore(PostgresConnection):
 
     # -- claims ------------------------------------------------------------------------------
 
-    def claim(
-        self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False
-    ) -> Claim:
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
         key = entry.key
         params = {**entry._asdict(), "owner": owner, "refresh": refresh, "ttl": ttl, "begin": begin}
         statements: list[tuple[str, Any]] = [

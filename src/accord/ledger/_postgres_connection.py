@@ -253,7 +253,8 @@ def send(c: psycopg.Connection[Any], statements: Sequence[tuple[str, Any]]) -> l
     On the first error the rest are skipped, so a transaction begun here stays open, aborted:
     :func:`abandon` ends it.
     """
-    with c.pipeline():  # leaving it sends the one Sync and reads every result (an explicit sync first would cost a round trip more)
+    # leaving the block sends the one Sync and reads every result (a sync inside it costs a round trip more)
+    with c.pipeline():
         cursors = [c.execute(sql, params) for sql, params in statements]
     return cursors
 

@@ -168,9 +168,7 @@ class SQLiteStore:
 
     # -- claims ------------------------------------------------------------------------------
 
-    def claim(
-        self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False
-    ) -> Claim:
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
         def work(c: sqlite3.Connection) -> Claim:
             now = time.time()  # BEGIN IMMEDIATE: no other writer between this read and the claim
             held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (entry.key,)).fetchone()

@@ -164,9 +164,7 @@ class Store(Protocol):
         them (a key with neither is absent)."""
         ...
 
-    def claim(
-        self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False
-    ) -> Claim:
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
         """Claim the key for ``owner`` for ``lease`` seconds, in one round trip.
 
         ``"taken"`` when another owner holds a live claim (nothing changes). Otherwise, unless
