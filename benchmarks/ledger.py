@@ -15,9 +15,10 @@ of ``--dsn``, in a new database there):
   prompts, on a fresh ledger, with a backend that takes 50 ms a call (``time.sleep``: a remote
   server's latency) and ``Vote(k=3)`` (2 calls per prompt, one after the other); decided prompts
   per second from the first worker's start to the last one's end, and the workers' CPU time per
-  decided prompt. Twice: ``map(concurrency=1)`` (a worker decides one prompt at a time: what the
-  ledger's coordination costs) and ``map(concurrency=4)`` (a worker keeps 4 prompts in flight:
-  on a small machine, its CPU runs out first). Checked each time: every prompt decided exactly
+  decided prompt (with a throwaway PostgreSQL, the server's too, and the cores both took).
+  Twice: ``map(concurrency=1)`` (a worker decides one prompt at a time: what the ledger's
+  coordination costs) and ``map(concurrency=4)`` (a worker keeps 4 prompts in flight: on a small
+  machine, its CPU runs out first). Checked each time: every prompt decided exactly
   once, every worker's output the whole batch and the same.
 
 Prints p50 / p95 / p99 per call, runs per second, the CPU time per call (process time: steadier
@@ -181,9 +182,10 @@ def size_of(places: Places, where: str) -> int:
     return int(rows[0][0])
 
 
-def workers(places: Places, count: int, concurrency: int, prompts: list[str], folder: Path) -> tuple[float, float]:
-    """Decided prompts per second of ``count`` workers over one batch on a fresh ledger, and their
-    CPU seconds per prompt; checks every prompt was decided once."""
+def workers(places: Places, count: int, concurrency: int, prompts: list[str], folder: Path) -> tuple[float, float, float | None]:
+    """Decided prompts per second of ``count`` workers over one batch on a fresh ledger, their CPU
+    seconds per prompt, and the throwaway server's (None: not measured); checks every prompt was
+    decided once."""
     where = places.new()
     accord.Ledger(where).close()  # the schema first, so that no worker's clock starts with it
     run = folder / f"workers-{places.store}-{count}-{concurrency}"
@@ -192,6 +194,7 @@ def workers(places: Places, count: int, concurrency: int, prompts: list[str], fo
     script.write_text(WORKER)
     labels = [f"w{i}" for i in range(count)]
     procs = []
+    served = server_cpu(places.server)
     for label in labels:
         cfg = {"label": label, "ledger": where, "prompts": prompts, "seconds": CALL_SECONDS, "concurrency": concurrency,
                "barrier": str(run / "barrier"), "parties": count, "out": str(run / f"{label}.json")}  # fmt: skip
@@ -206,7 +209,33 @@ def workers(places: Places, count: int, concurrency: int, prompts: list[str], fo
     assert all(out["values"] == outs[0]["values"] for out in outs) and None not in outs[0]["values"]
     assert not any(error for out in outs for error in out["errors"]), [e for out in outs for e in out["errors"] if e][:3]
     seconds = max(out["end"] for out in outs) - min(out["start"] for out in outs)
-    return len(prompts) / seconds, sum(out["cpu"] for out in outs) / len(prompts)
+    time.sleep(0.3)  # the workers' server processes end after them, and their CPU time is counted once reaped
+    after = server_cpu(places.server)
+    server = None if served is None or after is None else (after - served) / len(prompts)
+    return len(prompts) / seconds, sum(out["cpu"] for out in outs) / len(prompts), server
+
+
+def server_cpu(server: Any) -> float | None:
+    """CPU seconds used so far by the throwaway PostgreSQL cluster: the postmaster, its running
+    children and the children it reaped (the workers' backends); None for another server (Linux only)."""
+    data = getattr(server, "data", None)
+    try:
+        pid = int((Path(data) / "postmaster.pid").read_text().split()[0]) if data is not None else None
+    except (OSError, ValueError, IndexError):
+        pid = None
+    if pid is None or not Path("/proc/self/stat").exists():
+        return None
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name: state, ppid, ...
+        except (OSError, IndexError):
+            continue  # a process that just ended
+        if int(stat.parent.name) == pid:
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, and its reaped children's
+        elif int(fields[1]) == pid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -258,7 +287,9 @@ def version_of(store: str, server: Any) -> str:
     return f"PostgreSQL {text} over loopback TCP (fsync {fsync}), psycopg {__import__('psycopg').__version__}"
 
 
-def report(store: str, server: Any, figures: dict[str, Any], rates: dict[tuple[int, int], tuple[float, float]], batch: int) -> list[bool]:
+def report(
+    store: str, server: Any, figures: dict[str, Any], rates: dict[tuple[int, int], tuple[float, float, float | None]], batch: int
+) -> list[bool]:
     print(f"{store}: {version_of(store, server)}")
     print(f"  {'':<32} {'p50':>8} {'p95':>8} {'p99':>8}")
     print(row("hit: Ledger.recall", figures["recall"]))
@@ -271,10 +302,12 @@ def report(store: str, server: Any, figures: dict[str, Any], rates: dict[tuple[i
           f"remember {cpu['remember'] * 1000:.3f} ms")  # fmt: skip
     size = figures["size"]
     print(f"  stored: {figures['stored']} runs, {size / 1e6:.1f} MB ({size / figures['stored'] / 1e3:.1f} kB per run of {K} ballots)")
-    for (count, concurrency), (rate, cpu) in rates.items():
+    for (count, concurrency), (rate, cpu, served) in rates.items():
         one = rates[(1, concurrency)][0]
+        cores = f"; {(cpu + served) * rate:.2f} of {os.cpu_count()} cores" if served is not None else ""
+        theirs = f" + {served * 1000:.1f} ms the server's{cores}" if served is not None else ""
         print(f"  workers: {count} x map(concurrency={concurrency}) over {batch} prompts, {CALL_SECONDS * 1000:.0f} ms a call: "
-              f"{rate:>6.1f} decided prompts/s ({rate / one:.2f}x one worker), {cpu * 1000:.1f} ms CPU a prompt")  # fmt: skip
+              f"{rate:>6.1f} decided prompts/s ({rate / one:.2f}x one worker), {cpu * 1000:.1f} ms CPU a prompt{theirs}")  # fmt: skip
     p50, target = statistics.median(figures["recall"]) * 1000, TARGET_HIT_MS[store]
     hit_met = p50 <= target
     print(f"  target hit p50 <= {target:g} ms: {'met' if hit_met else 'MISSED'} ({p50:.3f} ms)")

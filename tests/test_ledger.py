@@ -278,6 +278,58 @@ def test_map_claims_each_prompt_and_lets_go_naming_the_answer(ledger: Ledger) ->
     assert {k: (h.live, h.run) for k, h in holders.items()} == {keys[0]: (False, 1), keys[1]: (False, 2)}
 
 
+def test_a_claim_opens_the_run_and_storing_it_lets_go_naming_the_answer(ledger: Ledger) -> None:
+    s, store = stab(Counter(), ledger=ledger), ledger._store
+    entry, owner = ledger._keys.entry(s, "a"), "another-host:1:4242:cafe"
+    claim = store.claim(entry, owner, lease=30.0, ttl=None, refresh=False, begin=True)
+    assert claim.state == "mine" and claim.run is not None
+    assert [(r["run"], r["outcome"]) for r in ledger.runs()] == [(claim.run, "interrupted")], "opened with the claim"
+    assert store.claim(entry, "someone-else", lease=30.0, ttl=None, refresh=False, begin=True).state == "taken"
+    assert len(ledger.runs()) == 1, "a claim that is taken opens nothing"
+    from accord.ledger import _codec
+
+    decided = stab(Counter()).run("a")  # decided without the ledger: the claim's owner stores it
+    run_id, winner = store.store_run(entry, _codec.encode(decided, s.schema), refresh=False, ttl=None,
+                                     opened=claim.run, release=owner)  # fmt: skip
+    assert (run_id, winner) == (claim.run, None)
+    holder = store.holders([entry.key])[entry.key]
+    assert (holder.owner, holder.live, holder.run) == (owner, False, run_id), "let go in the same transaction, naming the answer"
+    assert holder.answer is not None and holder.answer.run == run_id and holder.answer.ballots == store.replay(run_id).ballots
+    store.renew(owner, [entry.key], lease=30.0)  # the owner's renewing thread, late: it read the key before the release
+    assert not store.holders([entry.key])[entry.key].live, "a claim let go is never renewed"
+    again = store.claim(entry, "someone-else", lease=30.0, ttl=None, refresh=False, begin=True)
+    assert again.state == "answered" and again.answer is not None and again.answer.run == run_id and again.run is None
+    assert len(ledger.runs()) == 1, "an answered key opens no run"
+
+
+def test_look_reads_several_keys_at_once(ledger: Ledger) -> None:
+    s, store = stab(Counter(), ledger=ledger), ledger._store
+    s.run("decided")
+    keys = [ledger.key(s, p) for p in ("decided", "held", "never")]
+    owner = claim_elsewhere(ledger, s, "held", lease=30.0)
+    found = store.look(keys)
+    assert set(found) == set(keys[:2]), "a key with neither an answer nor a claim is absent"
+    answer, holder = found[keys[0]]
+    assert answer is not None and holder is None and answer.run == ledger.runs()[-1]["run"]
+    answer, holder = found[keys[1]]
+    assert answer is None and holder is not None and (holder.owner, holder.live) == (owner, True)
+
+
+def test_a_worker_that_fails_to_store_its_run_still_lets_go_of_the_claim(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Ledger(where) as ledger:
+        s = stab(Counter(), ledger=ledger)
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise LedgerError("injected: the final write fails")
+
+        monkeypatch.setattr(ledger._store, "store_run", broken)
+        results = s.map(["a"], progress=False)
+        monkeypatch.undo()
+        assert results[0].value == "positive" and "ledger_error" in results[0].meta, "the answer is kept, the failure reported"
+        holder = ledger._store.holders([ledger.key(s, "a")])[ledger.key(s, "a")]
+        assert not holder.live and holder.run is None, "let go without naming a run: another worker decides it again"
+
+
 def test_map_waits_out_the_lease_of_a_claim_nobody_renews_then_decides_it(where: str) -> None:
     with Ledger(where, lease=1.0) as ledger:
         model = Counter()

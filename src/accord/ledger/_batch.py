@@ -19,6 +19,8 @@ whole lease, and decides those prompts itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import os
 import secrets
@@ -30,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._result import Result
 from . import _codec
-from ._ledger import _brief
+from ._ledger import HANDED, Pending, _brief
+from ._store import Answer, Entry, Holder
 
 if TYPE_CHECKING:
     from ._ledger import Ledger
@@ -38,11 +41,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("accord")
 
 # How often a worker looks at the claims it waits on: one query for all of them. While it has
-# prompts of its own to decide, the others' answers are not needed yet: every half second. Idle,
+# prompts to decide (or still to take), the others' answers are not needed yet: every half second. Idle,
 # it looks sooner (from 20 ms, slowing to 100 ms while nothing moves): the end of a batch.
-_TICK = 0.01
 _IDLE_PAUSE = (0.02, 0.1)
 _BUSY_PAUSE = 0.5
+# A worker looks at a prompt's answer and claim together with the next prompts of its batch (one
+# read for up to this many), and goes by what it saw: an answer, or a claim held elsewhere (it then
+# waits, and its polls see what became of it). That a prompt was free it believes only while fresh,
+# since its claim would likely fail by then: a claim is a write, a look a read.
+_LOOK_AHEAD = 32
+_LOOK_FRESH = 0.02
 
 
 class Batch:
@@ -57,10 +65,14 @@ class Batch:
         self._lease = ledger.lease
         self._held: dict[str, asyncio.Future[int | None]] = {}  # claimed here -> the answer's run, once decided
         self._renewing: set[str] = set()  # the same keys, for the renewing thread
+        self._pending: dict[str, Pending] = {}  # claimed here -> the run the claim opened
+        self._upcoming: dict[str, None] = {}  # the keys of the prompts not taken yet, in the batch's order
+        self._looked: dict[str, tuple[Answer | None, Holder | None, float]] = {}  # looked at ahead: when (monotonic)
         self._lock = threading.Lock()
-        self._waiting: dict[str, list[asyncio.Future[int | None]]] = {}  # another worker's -> who waits for it
+        self._waiting: dict[str, list[asyncio.Future[tuple[int | None, Answer | None]]]] = {}  # another worker's -> who waits
         self._poller: asyncio.Task[None] | None = None
         self._deciding = 0  # prompts this worker is deciding now
+        self._idle = asyncio.Event()  # set when it has none to decide nor to take: the poller looks at once
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -85,81 +97,119 @@ class Batch:
         another worker), else ``decide(prompt, True)`` under this worker's claim (True: the ledger
         was just asked, no need to recall). A claim held elsewhere is waited for without holding
         one of ``turns``."""
+        entry = self._entry(prompt)
+        if entry is not None:
+            self._upcoming[entry.key] = None  # looked at with the prompts before it (one read for several)
         while True:
             async with turns:
-                kind, found = self._take(prompt)
+                kind, found = self._take(entry)
                 if isinstance(found, Result):
                     return found
                 if kind != "wait":
                     result: Result[Any] | None = None
                     self._deciding += 1
+                    handed = HANDED.set(self._pending.get(found) if kind == "mine" else None)
                     try:
                         result = await decide(prompt, True)
                         return result
                     finally:
+                        HANDED.reset(handed)
                         self._deciding -= 1
+                        self._settle()
                         if kind == "mine":
                             self._done(found, result)
-            run = await self._wait(found)
+            run, answer = await self._wait(found)
+            if answer is not None and (replayed := self._decode(answer, "cannot replay another worker's answer")) is not None:
+                return replayed
             if run is not None and (replayed := self._replay(run)) is not None:
                 return replayed
 
     # -- one prompt --------------------------------------------------------------------------
 
-    def _take(self, prompt: Any) -> tuple[str, Any]:
-        """``("answer", Result)``, ``("mine", key)``, ``("wait", key)``, or ``("unclaimed", None)``: decide it without a claim."""
-        ledger, stab = self.ledger, self.stabilizer
+    def _entry(self, prompt: Any) -> Entry | None:
         try:
-            entry = ledger._keys.entry(stab, prompt)
+            return self.ledger._keys.entry(self.stabilizer, prompt)
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember reports what it cannot store
             log.warning("accord ledger: no key for a prompt, deciding it without a claim (%s)", _brief(exc))
+            return None
+
+    def _take(self, entry: Entry | None) -> tuple[str, Any]:
+        """``("answer", Result)``, ``("mine", key)``, ``("wait", key)``, or ``("unclaimed", None)``: decide it without a claim."""
+        if entry is None:
             return "unclaimed", None
-        if entry.key in self._held:  # the same prompt again in this batch: wait for the first
-            return "wait", entry.key
-        try:
-            answer, holder = self._store.look(entry.key)
-        except Exception as exc:  # noqa: BLE001 - then the claim says what it can
-            log.warning("accord ledger: cannot look at a prompt's answer and claim (%s)", _brief(exc))
-            answer, holder = None, None
+        ledger, key = self.ledger, entry.key
+        self._upcoming.pop(key, None)
+        self._settle()
+        if key in self._held:  # the same prompt again in this batch: wait for the first
+            return "wait", key
+        answer, holder = self._look(key)
         fresh = answer is not None and not (ledger.ttl is not None and time.time() - answer.decided > ledger.ttl)
         if answer is not None and fresh and not self.refresh:
-            try:
-                return "answer", _codec.decode(answer, stab.schema)
-            except Exception as exc:  # noqa: BLE001 - a stored answer that no longer validates: decided afresh
-                log.warning("accord ledger: recall failed, deciding afresh (%s)", _brief(exc))
+            replayed = self._decode(answer, "recall failed, deciding afresh")
+            if replayed is not None:
+                return "answer", replayed
         if holder is not None and holder.live and holder.owner != self.owner and not _gone(holder.owner):
-            return "wait", entry.key  # another worker decides it now: no need to try the claim
+            return "wait", key  # another worker decides it now: no need to try the claim
         try:
-            claim = self._store.claim(entry, self.owner, lease=self._lease, ttl=ledger.ttl, refresh=self.refresh)
+            claim = self._store.claim(entry, self.owner, lease=self._lease, ttl=ledger.ttl, refresh=self.refresh, begin=True)
         except Exception as exc:  # noqa: BLE001 - the ledger never costs the answer
             log.warning("accord ledger: cannot claim a prompt, deciding it without a claim (%s)", _brief(exc))
             return "unclaimed", None
-        if claim.state == "taken" and claim.holder is not None and self._take_over(entry.key, claim.holder.owner):
-            return self._take(prompt)
+        if claim.state == "taken" and claim.holder is not None and self._take_over(key, claim.holder.owner):
+            return self._take(entry)
         if claim.state == "taken":
-            return "wait", entry.key
-        if claim.answer is not None:  # decided by another worker since the recall
-            try:
-                return "answer", _codec.decode(claim.answer, stab.schema)
-            except Exception as exc:  # noqa: BLE001 - then it is decided afresh, as recall would
-                log.warning("accord ledger: cannot replay another worker's answer, deciding afresh (%s)", _brief(exc))
-                return "unclaimed", None
-        self._held[entry.key] = asyncio.get_running_loop().create_future()
+            return "wait", key
+        if claim.answer is not None:  # decided by another worker since the look
+            replayed = self._decode(claim.answer, "cannot replay another worker's answer, deciding afresh")
+            return ("answer", replayed) if replayed is not None else ("unclaimed", None)
+        self._held[key] = asyncio.get_running_loop().create_future()
+        if claim.run is not None:  # the run the claim opened: the decision's (ledger.begin takes it)
+            self._pending[key] = Pending(ledger, claim.run, key=key, owner=self.owner)
         with self._lock:
-            self._renewing.add(entry.key)
-        return "mine", entry.key
+            self._renewing.add(key)
+        return "mine", key
+
+    def _look(self, key: str) -> tuple[Answer | None, Holder | None]:
+        """``key``'s answer and claim: as looked at with the prompts before it, when that still tells
+        (an answer, or a claim held elsewhere), else read again with the next prompts of the batch."""
+        seen = self._looked.pop(key, None)
+        if seen is not None and (seen[0] is not None or seen[1] is not None or time.monotonic() - seen[2] < _LOOK_FRESH):
+            return seen[0], seen[1]
+        keys = [key, *itertools.islice((k for k in self._upcoming if k != key), _LOOK_AHEAD - 1)]
+        try:
+            found = self._store.look(keys)
+        except Exception as exc:  # noqa: BLE001 - then the claim says what it can
+            log.warning("accord ledger: cannot look at a prompt's answer and claim (%s)", _brief(exc))
+            return None, None
+        now = time.monotonic()
+        for other in keys[1:]:
+            answer, holder = found.get(other, (None, None))
+            self._looked[other] = answer, holder, now
+        return found.get(key, (None, None))
+
+    def _decode(self, answer: Answer, failed: str) -> Result[Any] | None:
+        try:
+            return _codec.decode(answer, self.stabilizer.schema)
+        except Exception as exc:  # noqa: BLE001 - a stored answer that no longer validates: decided afresh
+            log.warning("accord ledger: %s (%s)", failed, _brief(exc))
+            return None
 
     def _done(self, key: str, result: Result[Any] | None) -> None:
-        """Let go of the claim on ``key``, naming the answer's run for the workers that wait on it."""
-        run = None
-        if result is not None and result.error is None and result.stable and "ledger_error" not in result.meta:
-            run = (result.meta.get("ledger") or {}).get("run")  # this worker's run, or the first writer's
+        """Let go of the claim on ``key``, naming the answer's run for the workers that wait on it
+        (unless the decision's own ``remember`` let go of it, with the run)."""
         with self._lock:
             self._renewing.discard(key)
-        try:
-            self._store.release(key, self.owner, run)
-        except Exception as exc:  # noqa: BLE001 - the claim then runs out with its lease
-            log.warning("accord ledger: cannot let go of a claim, it runs out in %g s (%s)", self._lease, _brief(exc))
+        pending = self._pending.pop(key, None)
+        if pending is not None and pending.released:
+            run = pending.answer
+        else:
+            run = None
+            if result is not None and result.error is None and result.stable and "ledger_error" not in result.meta:
+                run = (result.meta.get("ledger") or {}).get("run")  # this worker's run, or the first writer's
+            try:
+                self._store.release(key, self.owner, run)
+            except Exception as exc:  # noqa: BLE001 - the claim then runs out with its lease
+                log.warning("accord ledger: cannot let go of a claim, it runs out in %g s (%s)", self._lease, _brief(exc))
         future = self._held.pop(key, None)
         if future is not None and not future.done():
             future.set_result(run)
@@ -184,27 +234,32 @@ class Batch:
 
     # -- waiting for other workers -----------------------------------------------------------
 
-    async def _wait(self, key: str) -> int | None:
-        """Until the claim on ``key`` is let go or runs out: the answer's run, or None (then claim it again)."""
+    async def _wait(self, key: str) -> tuple[int | None, Answer | None]:
+        """Until the claim on ``key`` is let go or runs out: the answer's run (and the run itself,
+        when the poll read it), or None (then claim it again)."""
         mine = self._held.get(key)
         if mine is not None:
-            return await asyncio.shield(mine)
-        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+            return await asyncio.shield(mine), None
+        future: asyncio.Future[tuple[int | None, Answer | None]] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(key, []).append(future)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.ensure_future(self._poll())
         return await future
 
     async def _poll(self) -> None:
-        """Look at every claim waited on, once a pause, until no one waits."""
+        """Look at every claim waited on, once a pause, until no one waits (sooner once this worker goes idle)."""
         shortest, longest = _IDLE_PAUSE[0], min(_IDLE_PAUSE[1], self._lease / 4)
-        pause, looked, blind_since = shortest, 0.0, None
+        pause, blind_since = shortest, None
         while self._waiting:
-            await asyncio.sleep(_TICK)
-            now = time.monotonic()
-            if now < looked + (max(pause, min(_BUSY_PAUSE, self._lease / 4)) if self._deciding else pause):
-                continue
-            looked, keys = now, list(self._waiting)
+            if self._busy():
+                self._idle.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), max(pause, min(_BUSY_PAUSE, self._lease / 4)))
+            else:
+                await asyncio.sleep(pause)
+            now, keys = time.monotonic(), list(self._waiting)
+            if not keys:
+                break
             try:
                 holders = self._store.holders(keys)
             except Exception as exc:  # noqa: BLE001 - keep waiting, up to a lease
@@ -213,7 +268,7 @@ class Batch:
                     log.warning("accord ledger: cannot see other workers' claims (%s)", _brief(exc))
                 if now - blind_since >= self._lease:  # their claims would have run out by now: decide here
                     for key in keys:
-                        self._wake(key, None)
+                        self._wake(key, None, None)
                 pause = min(pause * 2, longest)
                 continue
             blind_since = None
@@ -221,14 +276,21 @@ class Batch:
             for key in keys:
                 holder = holders.get(key)
                 if holder is None or not holder.live or holder.owner == self.owner or self._take_over(key, holder.owner):
-                    self._wake(key, holder.run if holder is not None else None)
+                    self._wake(key, *((holder.run, holder.answer) if holder is not None else (None, None)))
                     woken += 1
             pause = shortest if woken else min(pause * 1.5, longest)
 
-    def _wake(self, key: str, run: int | None) -> None:
+    def _busy(self) -> bool:
+        return bool(self._deciding or self._upcoming)  # prompts of its own to decide still: not between two of them
+
+    def _settle(self) -> None:
+        if not self._busy():
+            self._idle.set()
+
+    def _wake(self, key: str, run: int | None, answer: Answer | None) -> None:
         for future in self._waiting.pop(key, []):
             if not future.done():
-                future.set_result(run)
+                future.set_result((run, answer))
 
     def _renew(self) -> None:
         """The renewing thread: every third of the lease, extend every claim held here."""

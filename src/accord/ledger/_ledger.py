@@ -19,6 +19,7 @@ Everything is JSON; nothing is pickled or evaluated. A failed write never loses 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -44,6 +45,11 @@ log = logging.getLogger("accord")
 T = TypeVar("T")
 
 _EXPORT_BATCH = 500  # runs per read while exporting
+
+# The run a batch's claim opened for the prompt this task decides now (``Batch.decide`` sets it
+# around the decision): ``begin`` takes it instead of opening another, and ``remember`` lets go
+# of the claim in the transaction that stores the run.
+HANDED: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("accord_ledger_handed", default=None)
 
 
 def default_path() -> Path:
@@ -131,7 +137,12 @@ class Ledger:
         ledger cannot be written (the run goes on; ``remember`` reports the failure).
         """
         try:
-            run_id = self._store.open_run(self._keys.entry(stabilizer, prompt))
+            entry = self._keys.entry(stabilizer, prompt)
+            handed = HANDED.get()
+            if handed is not None and handed.ledger is self and handed.key == entry.key and not handed.begun:
+                handed.begun = True  # opened with the claim, in the same round trip
+                return handed
+            run_id = self._store.open_run(entry)
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember stores its ballots
             log.warning("accord ledger: cannot open the run (%s); its ballots are stored when it ends", _brief(exc))
             return None
@@ -150,7 +161,11 @@ class Ledger:
             entry = self._keys.entry(stabilizer, prompt)
             run = _codec.encode(result, stabilizer.schema)
             opened = pending.run_id if pending is not None else None
-            run_id, winner = self._store.store_run(entry, run, refresh=refresh, ttl=self.ttl, opened=opened)
+            owner = pending.owner if pending is not None and pending.key == entry.key else None
+            run_id, winner = self._store.store_run(entry, run, refresh=refresh, ttl=self.ttl, opened=opened, release=owner)
+            if pending is not None and owner is not None:  # let go, naming the key's answer
+                pending.released = True
+                pending.answer = winner if winner is not None else (run_id if run.outcome == "accepted" else None)
         except Exception as exc:  # noqa: BLE001 - a failed write never costs the answer
             log.warning("accord ledger: the run was not recorded (%s); returning its answer", _brief(exc))
             return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})
@@ -224,11 +239,19 @@ def migrate(source: str | os.PathLike[str], target: str, *, timeout: float = 5.0
 
 
 class Pending:
-    """A run in progress: ``record`` stores each ballot as it is made (the run's ``on_ballot``)."""
+    """A run in progress: ``record`` stores each ballot as it is made (the run's ``on_ballot``).
 
-    def __init__(self, ledger: Ledger, run_id: int) -> None:
+    One opened by a batch's claim names the claim's ``key`` and ``owner``: ``remember`` lets go of
+    the claim with the run (``released``), naming the key's ``answer`` (its accepted run).
+    """
+
+    def __init__(self, ledger: Ledger, run_id: int, *, key: str | None = None, owner: str | None = None) -> None:
         self.ledger = ledger
         self.run_id = run_id
+        self.key, self.owner = key, owner
+        self.begun = False  # ``begin`` handed it to the run
+        self.released = False
+        self.answer: int | None = None
         self._seq = 0
         self._lock = threading.Lock()
 

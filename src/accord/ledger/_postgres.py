@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 
 from .._errors import LedgerError
-from ._postgres_connection import PostgresConnection, first_or_none, one, send
+from ._postgres_connection import PostgresConnection, one, one_row, send
 from ._store import TABLES, Answer, Claim, EncodedRun, Entry, Holder, KeyRecord, RunRow, key_span, run_row
 
 _NOW = "extract(epoch from clock_timestamp())::float8"  # Unix seconds, the server's clock
@@ -48,33 +48,59 @@ _ANSWER = (
     "FROM accord.answers a JOIN accord.runs r ON r.id = a.run WHERE a.key = %s"
 )
 _LOOK = (
-    f"SELECT a.run, a.decided, r.key, r.created, r.value, r.result, {_BALLOTS}, {_NOW} - a.decided, "
-    f"c.owner, c.expires > {_NOW}, c.run FROM (SELECT %s::text COLLATE \"C\" AS key) q "
-    "LEFT JOIN accord.answers a ON a.key = q.key LEFT JOIN accord.runs r ON r.id = a.run LEFT JOIN accord.claims c ON c.key = q.key"
-)  # a key's answer (as _ANSWER) and its claim, in one read
-_CURRENT = f"SELECT run, {_NOW} - decided FROM accord.answers WHERE key = %s"  # under the key's advisory lock
+    f"SELECT q.key, a.run, a.decided, r.key, r.created, r.value, r.result, {_BALLOTS}, "
+    f"c.owner, c.expires > {_NOW}, c.run FROM unnest(%s::text[]) AS q(key) "
+    "LEFT JOIN accord.answers a ON a.key = q.key LEFT JOIN accord.runs r ON r.id = a.run LEFT JOIN accord.claims c ON c.key = q.key "
+    "WHERE a.key IS NOT NULL OR c.key IS NOT NULL"
+)  # each key's answer (as _ANSWER) and claim, in one read
 _RUN_FIELDS = _RUN_COLUMNS.split(", ")
-_BALLOTS_OF = "json_array_elements(%(ballots)s::json) WITH ORDINALITY AS t(b, n)"  # the [status, body] pairs, in order
-_REOPEN = (
-    f"WITH r AS (UPDATE accord.runs SET ({_RUN_COLUMNS}) = ({', '.join(f'%({name})s' for name in _RUN_FIELDS)}) "
-    "WHERE id = %(opened)s AND key = %(key)s RETURNING id), "
-    f"b AS (INSERT INTO accord.ballots (run, seq, status, body) SELECT r.id, t.n - 1, t.b ->> 0, t.b ->> 1 FROM r, {_BALLOTS_OF} "
-    "ON CONFLICT (run, seq) DO UPDATE SET status = excluded.status, body = excluded.body), "
-    "d AS (DELETE FROM accord.ballots WHERE run IN (SELECT id FROM r) AND seq >= json_array_length(%(ballots)s::json)) "
-    "SELECT id FROM r"
-)  # the run open_run made, completed, with its ballots as they ended (those stored as they came are replaced)
-_NEW_RUN = (
-    f"WITH {_ENTRY}, r AS (INSERT INTO accord.runs (key, created, {_RUN_COLUMNS}) "
-    f"VALUES (%(key)s, {_NOW}, {', '.join(f'%({name})s' for name in _RUN_FIELDS)}) RETURNING id), "
-    f"b AS (INSERT INTO accord.ballots (run, seq, status, body) SELECT r.id, t.n - 1, t.b ->> 0, t.b ->> 1 FROM r, {_BALLOTS_OF}) "
-    "SELECT id FROM r"
-)  # the key, its context, the run and its ballots: one statement
+_RUN_VALUES = ", ".join(f"%({name})s" for name in _RUN_FIELDS)
+_FRESH = f"NOT %(refresh)s AND (%(ttl)s::float8 IS NULL OR {_NOW} - a.decided <= %(ttl)s::float8)"  # an answer to replay
+_STORE = (
+    f"WITH {_ENTRY}, "
+    "cur AS (SELECT a.run FROM accord.answers a WHERE a.key = %(key)s), "  # under the key's advisory lock: as it stands
+    f"won AS (SELECT a.run FROM accord.answers a WHERE a.key = %(key)s AND %(accepted)s AND {_FRESH}), "  # the first writer won
+    f"re AS (UPDATE accord.runs SET ({_RUN_COLUMNS}, superseded_by) = ({_RUN_VALUES}, (SELECT run FROM won)) "
+    "WHERE id = %(opened)s AND key = %(key)s RETURNING id), "  # the run open_run made, completed
+    f"nw AS (INSERT INTO accord.runs (key, created, {_RUN_COLUMNS}, superseded_by) "
+    f"SELECT %(key)s, {_NOW}, {_RUN_VALUES}, (SELECT run FROM won) WHERE NOT EXISTS (SELECT FROM re) RETURNING id), "
+    "r AS (SELECT id FROM re UNION ALL SELECT id FROM nw), "
+    "b AS (INSERT INTO accord.ballots (run, seq, status, body) SELECT r.id, t.n - 1, t.b ->> 0, t.b ->> 1 "
+    "FROM r, json_array_elements(%(ballots)s::json) WITH ORDINALITY AS t(b, n) "
+    "ON CONFLICT (run, seq) DO UPDATE SET status = excluded.status, body = excluded.body), "  # those stored as they came: replaced
+    "d AS (DELETE FROM accord.ballots WHERE run IN (SELECT id FROM re) AND seq >= json_array_length(%(ballots)s::json)), "
+    "ok AS (SELECT id FROM r WHERE %(accepted)s AND NOT EXISTS (SELECT FROM won)), "  # this run is the answer now
+    f"an AS (INSERT INTO accord.answers (key, run, decided) SELECT %(key)s, id, {_NOW} FROM ok "
+    "ON CONFLICT (key) DO UPDATE SET run = excluded.run, decided = excluded.decided), "
+    "old AS (UPDATE accord.runs SET superseded_by = (SELECT id FROM ok) WHERE id = (SELECT run FROM cur) AND EXISTS (SELECT FROM ok)), "
+    "rel AS (UPDATE accord.claims SET expires = 0, run = coalesce((SELECT run FROM won), (SELECT id FROM ok)) "
+    "WHERE key = %(key)s AND owner = %(owner)s) "  # owner NULL: no claim to let go
+    "SELECT (SELECT id FROM r), (SELECT run FROM won)"
+)  # the key, its context, the run, its ballots, the answer, the claim let go: one statement
 _HOLDER = f"SELECT owner, expires > {_NOW}, run FROM accord.claims WHERE key = %s"
 _CLAIM = (
     f"INSERT INTO accord.claims AS c (key, owner, expires, run) VALUES (%s, %s, {_NOW} + %s, NULL) "
     "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires, run = NULL "
     f"WHERE c.owner = excluded.owner OR c.expires <= {_NOW} RETURNING 1"
 )  # one statement, under the row's lock: two workers never both get it
+_GO = "%(begin)s AND EXISTS (SELECT FROM mine) AND NOT EXISTS (SELECT FROM ans)"  # the key is ours to decide: open its run
+_TAKE = (
+    f"WITH ans AS (SELECT a.run, a.decided, r.key, r.created, r.value, r.result, {_BALLOTS} "
+    f"FROM accord.answers a JOIN accord.runs r ON r.id = a.run WHERE a.key = %(key)s AND {_FRESH}), "
+    f"mine AS (SELECT FROM accord.claims WHERE key = %(key)s AND owner = %(owner)s AND expires > {_NOW}), "
+    "rel AS (UPDATE accord.claims SET expires = 0, run = (SELECT run FROM ans) "
+    "WHERE key = %(key)s AND owner = %(owner)s AND EXISTS (SELECT FROM ans)), "  # answered: let go at once, naming it
+    f"c AS (INSERT INTO accord.contexts (id, material) SELECT %(context)s, %(material)s WHERE {_GO} ON CONFLICT DO NOTHING), "
+    f"k AS (INSERT INTO accord.keys (key, context, request, created) SELECT %(key)s, %(context)s, %(request)s, {_NOW} "
+    f"WHERE {_GO} ON CONFLICT DO NOTHING), "
+    "o AS (INSERT INTO accord.runs (key, created, outcome, stopped_because, calls, refresh, result) "
+    f"SELECT %(key)s, {_NOW}, 'interrupted', '', 0, false, '{{}}' WHERE {_GO} RETURNING id) "
+    "SELECT ans.*, (SELECT id FROM o) FROM (SELECT) q LEFT JOIN ans ON true"
+)  # after the claim (a statement of its own, so it sees what committed before the claim was ours): the answer, or the run opened
+_RELEASED = (
+    f"SELECT c.key, c.owner, c.expires > {_NOW}, c.run, r.id, r.created, r.key, r.created, r.value, r.result, {_BALLOTS} "
+    f"FROM accord.claims c LEFT JOIN accord.runs r ON r.id = c.run AND c.expires <= {_NOW} WHERE c.key = ANY(%s)"
+)  # the claims, with the run each names once let go (as ``replay`` reads it)
 _BATCH = 500  # rows per read while dumping
 
 
@@ -101,47 +127,27 @@ class PostgresStore(PostgresConnection):
         self._write(lambda c: c.execute(sql, (run, seq, status, body)), atomic=False)
 
     def store_run(
-        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
+        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None, release: str | None = None
     ) -> tuple[int, int | None]:
-        return self._write(lambda c: self._store_run(c, entry, run, refresh=refresh, ttl=ttl, opened=opened))
-
-    def _store_run(
-        self, c: psycopg.Connection[Any], entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
-    ) -> tuple[int, int | None]:
-        """One transaction in two round trips: the run with its ballots and the key's answer as it
-        stands; then the answer's change and COMMIT. The key's advisory lock keeps every other
-        writer of its answer out in between."""
+        """One transaction in one round trip: the key's advisory lock (no other writer of its answer
+        until COMMIT), then one statement that stores the run and decides the answer as it stands."""
         key, accepted = entry.key, run.outcome == "accepted"
         values = (run.outcome, run.stopped_because, run.error, run.calls, refresh, run.value, run.result)
-        params = {**entry._asdict(), **dict(zip(_RUN_FIELDS, values, strict=True)), "opened": opened,
-                  "ballots": json.dumps(run.ballots, ensure_ascii=False)}  # fmt: skip
-        first: list[tuple[str, Any]] = [
+        params = {**entry._asdict(), **dict(zip(_RUN_FIELDS, values, strict=True)), "opened": opened, "accepted": accepted,
+                  "refresh": refresh, "ttl": ttl, "owner": release, "ballots": json.dumps(run.ballots, ensure_ascii=False)}  # fmt: skip
+        statements: list[tuple[str, Any]] = [
             ("BEGIN", None),
             ("SELECT set_config('synchronous_commit', %s, true), pg_advisory_xact_lock(hashtextextended(%s, 0))",
-             (self._durable, key)),  # a finished run lasts; no other writer of this key's answer until COMMIT
-            (_REOPEN if opened is not None else _NEW_RUN, params),
-            *([(_CURRENT, (key,))] if accepted else [("COMMIT", None)]),
+             (self._durable, key)),  # a finished run lasts
+            (_STORE, params),
+            ("COMMIT", None),
         ]  # fmt: skip
-        cursors = send(c, first)
-        run_id = first_or_none(cursors[2])
-        if run_id is None:  # ``opened`` is not a run of this key: nothing was written, store a new run
-            if not accepted:
-                return self._store_run(c, entry, run, refresh=refresh, ttl=ttl, opened=None)
-            run_id = one(send(c, [(_NEW_RUN, {**params, "opened": None})])[0])
-        if not accepted:
-            return run_id, None
-        current = cursors[-1].fetchone()
-        winner, second = None, list[tuple[str, Any]]()
-        if current is None:
-            second = [(f"INSERT INTO accord.answers (key, run, decided) VALUES (%s, %s, {_NOW})", (key, run_id))]
-        elif not refresh and not (ttl is not None and current[1] > ttl):
-            winner = int(current[0])  # the first writer won
-            second = [("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (winner, run_id))]
-        else:
-            second = [(f"UPDATE accord.answers SET run = %s, decided = {_NOW} WHERE key = %s", (run_id, key)),
-                      ("UPDATE accord.runs SET superseded_by = %s WHERE id = %s", (run_id, current[0]))]  # fmt: skip
-        send(c, [*second, ("COMMIT", None)])
-        return run_id, winner
+
+        def work(c: psycopg.Connection[Any]) -> tuple[int, int | None]:
+            run_id, winner = one_row(send(c, statements)[2])
+            return int(run_id), None if winner is None else int(winner)
+
+        return self._write(work, atomic=False)  # the transaction is the statements' own
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -156,34 +162,36 @@ class PostgresStore(PostgresConnection):
             raise LedgerError(f"the ledger at {self.where} lost run {run}")
         return _answer(row)
 
-    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
-        row = self._read(lambda c: c.execute(_LOOK, (key,)).fetchone())
-        assert row is not None, "one row, whatever the key"
-        return (None if row[0] is None else _answer(row)), (None if row[8] is None else Holder(*row[8:11]))
+    def look(self, keys: Sequence[str]) -> dict[str, tuple[Answer | None, Holder | None]]:
+        rows = self._read(lambda c: c.execute(_LOOK, (list(keys),)).fetchall())
+        return {row[0]: ((None if row[1] is None else _answer(row[1:])), (None if row[8] is None else Holder(*row[8:11])))
+                for row in rows}  # fmt: skip
 
     # -- claims ------------------------------------------------------------------------------
 
-    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
+        key = entry.key
+        params = {**entry._asdict(), "owner": owner, "refresh": refresh, "ttl": ttl, "begin": begin}
+        statements: list[tuple[str, Any]] = [
+            (_CLAIM, (key, owner, lease)),  # one statement, atomic by itself: the claim is ours once it commits
+            (_HOLDER, (key,)),
+            (_TAKE, params),  # read after the claim: a worker that decided it and let go is seen
+        ]
+
         def work(c: psycopg.Connection[Any]) -> Claim:
-            key = entry.key
-            got, held, *answer = send(c, [
-                (_CLAIM, (key, owner, lease)),  # one statement, atomic by itself: the claim is ours once it commits
-                (_HOLDER, (key,)),
-                *([] if refresh else [(_ANSWER, (key,))]),  # read after the claim: a worker that decided it and let go is seen
-            ])  # fmt: skip
+            got, held, taken = send(c, statements)
             if got.fetchone() is None:
                 holder = held.fetchone()
                 return Claim("taken", holder=Holder(*holder) if holder is not None else None)
-            row = answer[0].fetchone() if answer else None
-            if row is not None and not (ttl is not None and row[7] > ttl):
-                c.execute("UPDATE accord.claims SET expires = 0, run = %s WHERE key = %s AND owner = %s", (row[0], key, owner))
+            row = one_row(taken)
+            if row[0] is not None:
                 return Claim("answered", _answer(row))
-            return Claim("mine")
+            return Claim("mine", run=None if row[7] is None else int(row[7]))
 
         return self._write(work, atomic=False)
 
     def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
-        sql = f"UPDATE accord.claims SET expires = {_NOW} + %s WHERE owner = %s AND key = ANY(%s)"
+        sql = f"UPDATE accord.claims SET expires = {_NOW} + %s WHERE owner = %s AND key = ANY(%s) AND expires > 0"  # never one let go
         self._write(lambda c: c.execute(sql, (lease, owner, list(keys))), atomic=False)
 
     def release(self, key: str, owner: str, run: int | None) -> None:
@@ -191,9 +199,8 @@ class PostgresStore(PostgresConnection):
         self._write(lambda c: c.execute(sql, (run, key, owner)), atomic=False)
 
     def holders(self, keys: Sequence[str]) -> dict[str, Holder]:
-        sql = f"SELECT key, owner, expires > {_NOW}, run FROM accord.claims WHERE key = ANY(%s)"
-        rows = self._read(lambda c: c.execute(sql, (list(keys),)).fetchall())
-        return {key: Holder(owner, live, run) for key, owner, live, run in rows}
+        rows = self._read(lambda c: c.execute(_RELEASED, (list(keys),)).fetchall())
+        return {row[0]: Holder(row[1], row[2], row[3], None if row[4] is None else _answer(row[4:])) for row in rows}
 
     # -- listing -----------------------------------------------------------------------------
 

@@ -72,17 +72,7 @@ class SQLiteStore:
     # -- writing -----------------------------------------------------------------------------
 
     def open_run(self, entry: Entry) -> int:
-        def work(c: sqlite3.Connection) -> int:
-            now = time.time()
-            _store_entry(c, entry, now)
-            cursor = c.execute(
-                "INSERT INTO runs (key, created, outcome, stopped_because, calls, refresh, result) "
-                "VALUES (?, ?, 'interrupted', '', 0, 0, '{}')",
-                (entry.key, now),
-            )
-            return int(cursor.lastrowid or 0)
-
-        return self._write(work)
+        return self._write(lambda c: _open_run(c, entry))
 
     def record_ballot(self, run: int, seq: int, status: str, body: str) -> None:
         self._write(
@@ -90,9 +80,16 @@ class SQLiteStore:
         )
 
     def store_run(
-        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
+        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None, release: str | None = None
     ) -> tuple[int, int | None]:
-        return self._write(lambda c: self._store_run(c, entry, run, refresh=refresh, ttl=ttl, opened=opened))
+        def work(c: sqlite3.Connection) -> tuple[int, int | None]:
+            run_id, winner = self._store_run(c, entry, run, refresh=refresh, ttl=ttl, opened=opened)
+            if release is not None:
+                answer = winner if winner is not None else (run_id if run.outcome == "accepted" else None)
+                _release(c, entry.key, release, answer)
+            return run_id, winner
+
+        return self._write(work)
 
     def _store_run(
         self, c: sqlite3.Connection, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
@@ -142,26 +139,36 @@ class SQLiteStore:
     def replay(self, run: int) -> Answer:
         return self._read(lambda c: self._answer(c, run, None))
 
-    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
-        def fetch(c: sqlite3.Connection) -> tuple[Answer | None, Holder | None]:
-            current = c.execute("SELECT run, decided FROM answers WHERE key = ?", (key,)).fetchone()
-            held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (key,)).fetchone()
-            answer = None if current is None else self._answer(c, current[0], current[1])
-            return answer, None if held is None else Holder(held[0], held[1] > time.time(), held[2])
+    def look(self, keys: Sequence[str]) -> dict[str, tuple[Answer | None, Holder | None]]:
+        def fetch(c: sqlite3.Connection) -> dict[str, tuple[Answer | None, Holder | None]]:
+            now, out = time.time(), {}
+            for key in keys:
+                current = c.execute("SELECT run, decided FROM answers WHERE key = ?", (key,)).fetchone()
+                held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (key,)).fetchone()
+                if current is not None or held is not None:
+                    answer = None if current is None else self._answer(c, current[0], current[1])
+                    out[key] = answer, None if held is None else Holder(held[0], held[1] > now, held[2])
+            return out
 
         return self._read(fetch)
 
     def _answer(self, c: sqlite3.Connection, run: int, decided: float | None) -> Answer:
+        answer = self._run(c, run, decided)
+        if answer is None:
+            raise LedgerError(f"the ledger at {self.path} lost run {run}")
+        return answer
+
+    def _run(self, c: sqlite3.Connection, run: int, decided: float | None = None) -> Answer | None:
         row = c.execute(_RUN, (run,)).fetchone()
         if row is None:
-            raise LedgerError(f"the ledger at {self.path} lost run {run}")
+            return None
         ballots = [body for (body,) in c.execute(_BALLOTS, (run,)).fetchall()]
         key, created, value, result = row
         return Answer(run, created if decided is None else decided, key, created, value, result, ballots)
 
     # -- claims ------------------------------------------------------------------------------
 
-    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
         def work(c: sqlite3.Connection) -> Claim:
             now = time.time()  # BEGIN IMMEDIATE: no other writer between this read and the claim
             held = c.execute("SELECT owner, expires, run FROM claims WHERE key = ?", (entry.key,)).fetchone()
@@ -172,7 +179,7 @@ class SQLiteStore:
                 if current is not None and not (ttl is not None and now - current[1] > ttl):
                     return Claim("answered", self._answer(c, current[0], current[1]))
             c.execute(_CLAIM, (entry.key, owner, now + lease))
-            return Claim("mine")
+            return Claim("mine", run=_open_run(c, entry) if begin else None)
 
         return self._write(work)
 
@@ -180,12 +187,13 @@ class SQLiteStore:
         def work(c: sqlite3.Connection) -> None:
             for part in _parts(keys):
                 marks = ", ".join("?" * len(part))
-                c.execute(f"UPDATE claims SET expires = ? WHERE owner = ? AND key IN ({marks})", (time.time() + lease, owner, *part))
+                sql = f"UPDATE claims SET expires = ? WHERE owner = ? AND key IN ({marks}) AND expires > 0"  # never one let go
+                c.execute(sql, (time.time() + lease, owner, *part))
 
         self._write(work)
 
     def release(self, key: str, owner: str, run: int | None) -> None:
-        self._write(lambda c: c.execute("UPDATE claims SET expires = 0, run = ? WHERE key = ? AND owner = ?", (run, key, owner)))
+        self._write(lambda c: _release(c, key, owner, run))
 
     def holders(self, keys: Sequence[str]) -> dict[str, Holder]:
         def fetch(c: sqlite3.Connection) -> dict[str, Holder]:
@@ -193,7 +201,8 @@ class SQLiteStore:
             for part in _parts(keys):
                 marks = ", ".join("?" * len(part))
                 for key, owner, expires, run in c.execute(f"SELECT key, owner, expires, run FROM claims WHERE key IN ({marks})", part):
-                    out[key] = Holder(owner, expires > now, run)
+                    answer = self._run(c, run) if run is not None and expires <= now else None
+                    out[key] = Holder(owner, expires > now, run, answer)
             return out
 
         return self._read(fetch)
@@ -357,6 +366,20 @@ class SQLiteStore:
 def _store_entry(c: sqlite3.Connection, entry: Entry, now: float) -> None:
     c.execute(_ENTRY[0], (entry.context, entry.material))
     c.execute(_ENTRY[1], (entry.key, entry.context, entry.request, now))
+
+
+def _open_run(c: sqlite3.Connection, entry: Entry) -> int:
+    now = time.time()
+    _store_entry(c, entry, now)
+    cursor = c.execute(
+        "INSERT INTO runs (key, created, outcome, stopped_because, calls, refresh, result) VALUES (?, ?, 'interrupted', '', 0, 0, '{}')",
+        (entry.key, now),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def _release(c: sqlite3.Connection, key: str, owner: str, run: int | None) -> None:
+    c.execute("UPDATE claims SET expires = 0, run = ? WHERE key = ? AND owner = ?", (run, key, owner))
 
 
 def _parts(keys: Sequence[str]) -> Iterator[Sequence[str]]:

@@ -111,6 +111,7 @@ class Holder(NamedTuple):
     owner: str
     live: bool  # held, and its lease has not run out
     run: int | None  # the key's accepted run, set when its owner let go after deciding it
+    answer: Answer | None = None  # that run, as ``replay`` reads it (``holders`` reads it with the claim)
 
 
 class Claim(NamedTuple):
@@ -119,6 +120,7 @@ class Claim(NamedTuple):
     state: str
     answer: Answer | None = None  # the current answer when ``"answered"``
     holder: Holder | None = None  # who holds it when ``"taken"``
+    run: int | None = None  # when ``"mine"`` and asked to ``begin``: the run opened for it (as ``open_run``)
 
 
 class Store(Protocol):
@@ -135,9 +137,10 @@ class Store(Protocol):
         ...
 
     def store_run(
-        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None
+        self, entry: Entry, run: EncodedRun, *, refresh: bool, ttl: float | None, opened: int | None, release: str | None = None
     ) -> tuple[int, int | None]:
-        """In one transaction: the run, its ballots, and the key's current answer. ``(run id, winner)``.
+        """In one transaction: the run, its ballots, the key's current answer, and (``release``: an
+        owner) that owner's claim on the key let go, naming the answer's run. ``(run id, winner)``.
 
         ``opened``: the run ``open_run`` made for this key, completed here (its ballots replaced
         by ``run.ballots``, which hold them all); a new run when None or not of this key.
@@ -156,23 +159,26 @@ class Store(Protocol):
         """Run ``run`` (as an answer decided when it was created); LedgerError when it is gone."""
         ...
 
-    def look(self, key: str) -> tuple[Answer | None, Holder | None]:
-        """The key's current answer and its claim, in one read: what a worker looks at before claiming it."""
+    def look(self, keys: Sequence[str]) -> dict[str, tuple[Answer | None, Holder | None]]:
+        """Each key's current answer and claim, in one read: what a worker looks at before claiming
+        them (a key with neither is absent)."""
         ...
 
-    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool) -> Claim:
-        """Claim the key for ``owner`` for ``lease`` seconds, in one transaction.
+    def claim(self, entry: Entry, owner: str, *, lease: float, ttl: float | None, refresh: bool, begin: bool = False) -> Claim:
+        """Claim the key for ``owner`` for ``lease`` seconds, in one round trip.
 
         ``"taken"`` when another owner holds a live claim (nothing changes). Otherwise, unless
         ``refresh``, a current answer no older than ``ttl`` is returned as ``"answered"`` (and
         the key is left unclaimed); else the claim is ``owner``'s (``"mine"``), whoever held it before
         (an expired lease, a released claim, or ``owner`` itself). The answer is read after the
-        claim is taken, so a worker that decided the key and let go in between is seen.
+        claim is taken, so a worker that decided the key and let go in between is seen. ``begin``:
+        a key that is ``"mine"`` gets its run opened too (as ``open_run``), its id in ``Claim.run``.
         """
         ...
 
     def renew(self, owner: str, keys: Sequence[str], *, lease: float) -> None:
-        """Extend ``owner``'s claims on ``keys`` to ``lease`` seconds from now."""
+        """Extend ``owner``'s claims on ``keys`` to ``lease`` seconds from now; never one it let go
+        (a renewal that read the keys before a release and comes after it changes nothing)."""
         ...
 
     def release(self, key: str, owner: str, run: int | None) -> None:
@@ -180,7 +186,8 @@ class Store(Protocol):
         ...
 
     def holders(self, keys: Sequence[str]) -> dict[str, Holder]:
-        """The claims on ``keys`` (a key never claimed is absent)."""
+        """The claims on ``keys`` (a key never claimed is absent); a claim let go naming a run comes
+        with that run (``Holder.answer``), so a waiting worker replays it without another read."""
         ...
 
     def runs(self, *, limit: int | None, prefix: str | None) -> list[RunRow]:
