@@ -1,9 +1,12 @@
 """The margin gate: accept one ballot alone when no decoding step was numerically fragile.
 
-A step is fragile when the gap between the best and second-best allowed logit does not clear the
-noise floor (the largest logit change the numeric perturbations cause): it is at most the floor,
-so a tie is fragile even under a floor of 0. A ballot with margins and no fragile step would come
-out the same under that noise, so one call suffices.
+A step is fragile when the gap between the best and second-best allowed logit is below the noise
+floor (the largest logit change the numeric perturbations cause). A ballot with margins and no
+fragile step would come out the same under that noise, so one call suffices. Under a floor of 0
+(logits measured not to move at all) an exact tie is not fragile: nothing moves it, and the
+argmax breaks it the same way each time. Over HTTP such ties are common and harmless: a
+constrained answer's key ``"answer"`` is tokenized ``a|ns|wer`` or ``ans|wer`` at exactly the same
+logprob (seen on vLLM in bfloat16).
 """
 
 from __future__ import annotations
@@ -51,5 +54,5 @@ class MarginGate:
         low = min(margins)
         if floor is None:
             return Margins(low, None, None, None)
-        fragile = sum(1 for m in margins if m <= floor)
+        fragile = sum(1 for m in margins if m < floor)
         return Margins(low, fragile, floor, fragile == 0)
