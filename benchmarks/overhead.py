@@ -1,15 +1,22 @@
 """The middleware's own cost per ballot, on a scripted backend, for a nested 10-field schema.
 
-    python benchmarks/overhead.py [--quick] [--cpu] [--against REF]
+    python benchmarks/overhead.py [--quick] [--cpu] [--processor batch|simple] [--against REF]
 
 Prints p50 / p90 microseconds per ballot (target: p50 <= 200 us) for three arms, measured in
 interleaved rounds so that the machine's load falls on all of them alike:
 
     off     the default Stabilizer: OpenTelemetry installed, no tracer provider configured, no hooks
-    otel    spans on: an SDK tracer provider whose exporter does nothing (target: <= +50 us a ballot)
-    spans   spans on, through a tracer whose spans record nothing (the API's non-recording span):
-            accord's own part of the otel arm; the rest is the SDK's work on each span
+    otel    spans on: an SDK tracer provider whose exporter does nothing, behind the processor a
+            service uses (``BatchSpanProcessor``, the documented production choice; ``--processor
+            simple`` for ``SimpleSpanProcessor``) (target: <= +50 us a ballot)
+    spans   spans on, through a tracer whose spans say they record and do nothing: accord's own
+            part of the otel arm (every attribute built, every span started, made current, ended);
+            the rest is the SDK's work on each span
     hooks   all five hooks set, each a function that does nothing
+
+Then the SDK's floor on the same pipeline: a bare span, and the very spans a ballot makes (its
+call span and its share of the run span, with the same attributes, made current the same way)
+made directly on the SDK with no accord around them: the part of the otel arm accord cannot remove.
 
 The scripted backend returns at once, so the time measured is accord's: building the request,
 extracting, normalizing, validating, canonicalizing, voting and assembling the Result (and, in
@@ -72,60 +79,73 @@ TEXT = "Here is the order:\n```json\n" + json.dumps(ANSWER) + "\n```"
 ARMS = {
     "off": "OTel off (no provider)",
     "otel": "OTel on, no-op exporter",
-    "spans": "spans recording nothing",
+    "spans": "spans that do nothing",
     "hooks": "hooks set (5 no-op hooks)",
 }
+PROCESSORS = {"batch": "BatchSpanProcessor", "simple": "SimpleSpanProcessor"}
 
 
 def _nothing(_: Any) -> None:
     return None
 
 
-def _noop_provider() -> Any:
-    """An SDK tracer provider whose exporter drops every span (what is left is the spans' cost)."""
+def _noop_provider(processor: str = "batch") -> Any:
+    """An SDK tracer provider whose exporter drops every span, behind ``processor`` (what is left
+    is the spans' cost). Shut it down when done: a batch processor keeps a worker thread."""
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    provider.add_span_processor(BatchSpanProcessor(Dropped()) if processor == "batch" else SimpleSpanProcessor(Dropped()))
     return provider
 
 
-class _Unrecorded:
-    """A tracer provider whose spans record nothing (what accord does around them is all that is left)."""
+class _Idle:
+    """A tracer provider whose spans say they record and do nothing: accord takes its whole traced
+    path (attributes built, spans started, made current, ended), and that is all that is left."""
+
+    def __init__(self) -> None:
+        from opentelemetry import trace
+
+        class Span(trace.NonRecordingSpan):
+            def is_recording(self) -> bool:
+                return True
+
+        self.span = Span(trace.INVALID_SPAN_CONTEXT)
 
     def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
         return self
 
     def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        from opentelemetry import trace
-
-        return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        return self.span
 
 
-def options(arm: str) -> dict[str, Any]:
+def options(arm: str, processor: str = "batch") -> dict[str, Any]:
     """The Stabilizer options of an arm (``off`` uses none: it runs on any accord, today's too)."""
     if arm == "otel":
-        return {"telemetry": accord.Telemetry(tracer_provider=_noop_provider())}
+        return {"telemetry": accord.Telemetry(tracer_provider=_noop_provider(processor))}
     if arm == "spans":
-        return {"telemetry": accord.Telemetry(tracer_provider=_Unrecorded())}
+        return {"telemetry": accord.Telemetry(tracer_provider=_Idle())}
     if arm == "hooks":
         return {"hooks": accord.Hooks(before_request=_nothing, after_ballot=_nothing, on_retry=_nothing, on_result=_nothing, on_error=_nothing)}
     return {}
 
 
-def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, arm: str = "off") -> list[float]:
+def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, arm: str = "off", processor: str = "batch") -> list[float]:
     per_ballot = []
     model = accord.models.scripted([TEXT] * k * runs)
-    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **options(arm))
+    chosen = options(arm, processor)
+    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **chosen)
     for _ in range(runs):
         start = clock()
         result = stab.run("Extract the order.")
         per_ballot.append((clock() - start) / result.calls)
+    if "telemetry" in chosen:
+        getattr(chosen["telemetry"].tracer_provider, "shutdown", lambda: None)()  # its worker thread, after the timing
     return per_ballot
 
 
@@ -134,13 +154,13 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e6, ordered[int(len(ordered) * 0.9)] * 1e6
 
 
-def interleaved(arms: list[str], runs: int, rounds: int, clock: Callable[[], float]) -> dict[str, list[list[float]]]:
+def interleaved(arms: list[str], runs: int, rounds: int, clock: Callable[[], float], processor: str = "batch") -> dict[str, list[list[float]]]:
     """Per-ballot samples of each arm, ``runs`` runs each, taken in ``rounds`` turns (order
     rotating): one list of samples per round."""
     samples: dict[str, list[list[float]]] = {arm: [] for arm in arms}
     for round_ in range(rounds):
         for arm in arms[round_ % len(arms) :] + arms[: round_ % len(arms)]:
-            samples[arm].append(measure(max(1, runs // rounds), 5, clock, arm))
+            samples[arm].append(measure(max(1, runs // rounds), 5, clock, arm, processor))
     return samples
 
 
@@ -150,19 +170,65 @@ def paired(rounds: list[list[float]], base: list[list[float]]) -> float:
     return statistics.median(statistics.median(a) - statistics.median(b) for a, b in zip(rounds, base, strict=True)) * 1e6
 
 
-def span_floor(clock: Callable[[], float], count: int = 5000) -> float:
+def span_floor(clock: Callable[[], float], processor: str = "batch", count: int = 5000) -> float:
     """What the SDK itself takes to start and end one bare span (no attributes) on the no-op
-    pipeline, in us: the part of the otel arm accord cannot remove (a ballot has 1 + 1/k)."""
+    pipeline, in us (a ballot has 1 + 1/k spans)."""
     from opentelemetry import trace
 
-    tracer = _noop_provider().get_tracer("floor")
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("floor")
     parent = trace.set_span_in_context(tracer.start_span("parent"))
     for _ in range(200):
         tracer.start_span("x", context=parent).end()
     start = clock()
     for _ in range(count):
         tracer.start_span("x", context=parent).end()
-    return (clock() - start) / count * 1e6
+    spent = (clock() - start) / count * 1e6
+    provider.shutdown()
+    return spent
+
+
+def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int = 400, k: int = 5) -> float:
+    """The spans a run of this benchmark makes, with the same names, kinds and attributes (read
+    back from the SDK's in-memory exporter), made directly on the no-op pipeline: the run span,
+    then each call span started as a child of it, made current and left, ended; per ballot, in us
+    (the median over runs). This is what the SDK takes for what accord records, each attribute
+    given once, at the start: the part of the otel arm no code around the SDK can remove."""
+    from opentelemetry import context, trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    kept = InMemorySpanExporter()
+    recorder = TracerProvider()
+    recorder.add_span_processor(SimpleSpanProcessor(kept))
+    model = accord.models.scripted([TEXT] * k)
+    accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), telemetry=accord.Telemetry(tracer_provider=recorder)).run("Extract the order.")
+    spans = kept.get_finished_spans()
+    [run] = [s for s in spans if s.name == "accord.run"]
+    calls = [(s.name, s.kind, dict(s.attributes or {})) for s in spans if s is not run]
+    run_attrs = dict(run.attributes or {})
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("floor")
+
+    def one() -> None:
+        span = tracer.start_span("accord.run", attributes=run_attrs)
+        parent = trace.set_span_in_context(span)
+        for name, kind, attrs in calls:
+            call = tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
+            context.detach(context.attach(trace.set_span_in_context(call)))
+            call.end()
+        span.end()
+
+    for _ in range(50):
+        one()
+    samples = []
+    for _ in range(runs):
+        start = clock()
+        one()
+        samples.append((clock() - start) / len(calls))
+    provider.shutdown()
+    return statistics.median(samples) * 1e6
 
 
 def _export(ref: str, into: Path) -> Path:
@@ -216,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer runs (for the test suite)")
     parser.add_argument("--cpu", action="store_true", help="CPU time of this process instead of wall-clock time")
     parser.add_argument("--rounds", type=int, default=40, help="turns the arms take (default 40)")
+    parser.add_argument("--processor", choices=list(PROCESSORS), default="batch", help="the otel arm's span processor (default batch)")
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
@@ -235,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         arms.remove("otel")
         print("OTel on: skipped (opentelemetry-sdk is not installed: pip install opentelemetry-sdk)")
     for arm in arms:
-        measure(20, 5, arm=arm)  # warm-up: imports, pydantic schema caches
-    samples = interleaved(arms, runs, rounds, clock)
+        measure(20, 5, arm=arm, processor=args.processor)  # warm-up: imports, pydantic schema caches
+    samples = interleaved(arms, runs, rounds, clock, args.processor)
     kind = "CPU time" if args.cpu else "wall-clock"
     print(f"overhead per ballot ({kind}), nested 10-field schema, k=5, {runs} runs per arm in {rounds} interleaved rounds:")
     for arm in arms:
@@ -250,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
                 note += f"; target <= +50 us: {'met' if delta <= 50 else 'NOT met'}"
         print(f"  {ARMS[arm]:<28} p50 {p50:4.0f} us, p90 {p90:4.0f} us ({note})")
     if "otel" in arms:
-        print(f"  the SDK's own bare span here: {span_floor(clock):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
+        processor = PROCESSORS[args.processor]
+        print(f"  the otel arm's pipeline: an SDK TracerProvider, {processor}, an exporter that drops every span")
+        print(f"  the SDK's own bare span there: {span_floor(clock, args.processor):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
+        print(f"  the SDK's own cost of a ballot's spans (the same spans and attributes, no accord): {ballot_floor(clock, args.processor):.0f} us a ballot")
     if args.against:
         theirs, ours, (t_calls, o_calls) = against(args.against, runs, rounds, args.cpu)
         (t50, t90), (o50, o90) = percentiles(theirs), percentiles(ours)
