@@ -1,6 +1,6 @@
 """The middleware's own cost per ballot, on a scripted backend, for a nested 10-field schema.
 
-    python benchmarks/overhead.py [--quick] [--cpu] [--processor batch|simple] [--against REF]
+    python benchmarks/overhead.py [--quick] [--cpu] [--processor batch|simple] [--against REF] [--instructions]
 
 Prints p50 / p90 microseconds per ballot (target: p50 <= 200 us) for three arms, measured in
 interleaved rounds so that the machine's load falls on all of them alike:
@@ -26,7 +26,10 @@ wall-clock time: steadier on a shared machine, where other processes preempt thi
 ``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
 and of this tree, each in fresh processes taking turns (target: off no slower than REF), and
 counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
-not move with the machine's load.
+not move with the machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
+the machine instructions a ballot takes (valgrind's callgrind, the same process run twice, with
+and without the measured runs, the difference divided by their ballots): slow (minutes), and the
+same on an idle machine and a loaded one.
 """
 
 from __future__ import annotations
@@ -232,6 +235,35 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
     return statistics.median(samples) * 1e6
 
 
+def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100) -> dict[tuple[str, Path], float]:
+    """Machine instructions a ballot of each ``(what, src)`` (an arm, or ``floor``; accord imported
+    from ``src``) takes, counted by valgrind: a fresh process with ``runs`` measured runs after the
+    warm-up, less one with none; two processes at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def count(job: tuple[str, Path, int]) -> int:
+        what, src, n = job
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src)}
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__, "--ir", what, str(n), "--processor", processor]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=3600)
+        return int(next(line for line in done.stderr.splitlines() if "Collected" in line).split()[-1])
+
+    jobs = [(what, src, n) for what, src in whats for n in (runs, 0)]
+    with ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
+    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * 5) for what, src in whats}
+
+
+def _ir_child(what: str, runs: int, processor: str) -> None:
+    """What ``instructions`` counts: the warm-up, then ``runs`` runs of ``what``."""
+    if what == "floor":
+        ballot_floor(time.process_time, processor, runs=runs + 1)  # one more: the warm-up's share is the same
+    else:
+        measure(20, 5, arm=what, processor=processor)
+        if runs:
+            measure(runs, 5, arm=what, processor=processor)
+
+
 def _export(ref: str, into: Path) -> Path:
     """The ``src`` folder of git revision ``ref``, unpacked under ``into``."""
     archive = into / "src.tar"
@@ -263,6 +295,34 @@ def _child(src: Path, runs: int, cpu: bool, calls: bool = False) -> list[float]:
     return [float(x) for x in json.loads(done.stdout)]
 
 
+def counted(arms: list[str], processor: str, ref: str | None) -> None:
+    """``--instructions``: the instructions a ballot takes in each arm and the SDK's floor (and in
+    ``ref``'s off and otel arms), printed against the off arm."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("  instructions: skipped (valgrind is not installed)")
+        return
+    with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
+        here = ROOT / "src"
+        whats = [(arm, here) for arm in arms] + ([("floor", here)] if "otel" in arms else [])
+        theirs = _export(ref, Path(tmp)) if ref else None
+        if theirs is not None:
+            whats += [(arm, theirs) for arm in ("off", "otel") if arm in arms]
+        found = instructions(whats, processor)
+    print("instructions a ballot (valgrind callgrind, 100 runs of k=5; the same on an idle or a loaded machine):")
+    for label, src in (("this tree", here), (ref, theirs)):
+        if src is None:
+            continue
+        off = found[("off", src)]
+        for what, at in whats:
+            if at != src:
+                continue
+            count = found[(what, src)]
+            against_off = "" if what in ("off", "floor") else f" ({count - off:+,.0f})"
+            print(f"  {label:<12} {ARMS.get(what, 'the SDK floor of its spans'):<28} {count:>9,.0f}{against_off}")
+
+
 def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
     """Off-arm samples of ``ref`` and of this tree, from fresh processes taking turns, and the
     function calls per ballot of each."""
@@ -287,8 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
+    parser.add_argument("--instructions", action="store_true", help="also count the instructions a ballot takes in each arm (valgrind; minutes)")
+    parser.add_argument("--ir", nargs=2, metavar=("WHAT", "RUNS"), help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
     clock = time.process_time if args.cpu else time.perf_counter
+    if args.ir:
+        _ir_child(args.ir[0], int(args.ir[1]), args.processor)
+        return 0
     if args.child:
         measure(20, 5)  # warm-up: imports, pydantic schema caches
         print(json.dumps([calls_per_ballot(args.child)] if args.calls else measure(args.child, 5, clock)))
@@ -333,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us, {o_calls:.1f} function calls a ballot"
             f" ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%; calls {100 * (o_calls - t_calls) / t_calls:+.1f}%)"
         )
+    if args.instructions:
+        counted(arms, args.processor, args.against)
     return 0
 
 
