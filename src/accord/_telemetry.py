@@ -11,7 +11,8 @@ A failed call sets its span's status to ERROR with an ``exception`` event; a fai
 run span's, with the error's type.
 
 No cost when OpenTelemetry is not installed, or installed with no tracer provider configured
-(the API's default proxy): the run creates nothing, and the check is one lookup per run.
+(the API's default proxy): the run creates nothing, and the check is one lookup per run. A run
+span the sampler drops makes no call span and builds no attribute (``run/_watch``).
 Prompts, outputs and values may hold personal data: they are recorded only with
 ``Telemetry(content=True)`` (``gen_ai.input.messages``, ``gen_ai.output.messages``,
 ``accord.value``).
