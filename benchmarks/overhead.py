@@ -87,6 +87,7 @@ ARMS = {
     "hooks": "hooks set (5 no-op hooks)",
 }
 PROCESSORS = {"batch": "BatchSpanProcessor", "simple": "SimpleSpanProcessor"}
+FLOORS = {"floor": "the SDK alone, the same spans", "bare": "the SDK alone, spans bare"}
 
 
 def _nothing(_: Any) -> None:
@@ -192,12 +193,14 @@ def span_floor(clock: Callable[[], float], processor: str = "batch", count: int 
     return spent
 
 
-def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int = 400, k: int = 5) -> float:
+def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int = 400, k: int = 5, bare: bool = False) -> float:
     """The spans a run of this benchmark makes, with the same names, kinds and attributes (read
     back from the SDK's in-memory exporter), made directly on the no-op pipeline: the run span,
     then each call span started as a child of it, made current and left, ended; per ballot, in us
     (the median over runs). This is what the SDK takes for what accord records, each attribute
-    given once, at the start: the part of the otel arm no code around the SDK can remove."""
+    given once, at the start: the part of the otel arm no code around the SDK can remove. With
+    ``bare``: the same spans with no attribute, not made current (what the attributes and the
+    current span add is the difference)."""
     from opentelemetry import context, trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -210,8 +213,8 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
     accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), telemetry=accord.Telemetry(tracer_provider=recorder)).run("Extract the order.")
     spans = kept.get_finished_spans()
     [run] = [s for s in spans if s.name == "accord.run"]
-    calls = [(s.name, s.kind, dict(s.attributes or {})) for s in spans if s is not run]
-    run_attrs = dict(run.attributes or {})
+    calls = [(s.name, s.kind, None if bare else dict(s.attributes or {})) for s in spans if s is not run]
+    run_attrs = None if bare else dict(run.attributes or {})
     provider = _noop_provider(processor)
     tracer = provider.get_tracer("floor")
 
@@ -220,7 +223,8 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
         parent = trace.set_span_in_context(span)
         for name, kind, attrs in calls:
             call = tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
-            context.detach(context.attach(trace.set_span_in_context(call)))
+            if not bare:
+                context.detach(context.attach(trace.set_span_in_context(call)))
             call.end()
         span.end()
 
@@ -256,8 +260,8 @@ def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100)
 
 def _ir_child(what: str, runs: int, processor: str) -> None:
     """What ``instructions`` counts: the warm-up, then ``runs`` runs of ``what``."""
-    if what == "floor":
-        ballot_floor(time.process_time, processor, runs=runs + 1)  # one more: the warm-up's share is the same
+    if what in FLOORS:
+        ballot_floor(time.process_time, processor, runs=runs + 1, bare=what == "bare")  # one more: the same work outside the runs
     else:
         measure(20, 5, arm=what, processor=processor)
         if runs:
@@ -305,7 +309,7 @@ def counted(arms: list[str], processor: str, ref: str | None) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
         here = ROOT / "src"
-        whats = [(arm, here) for arm in arms] + ([("floor", here)] if "otel" in arms else [])
+        whats = [(arm, here) for arm in arms] + ([(floor, here) for floor in FLOORS] if "otel" in arms else [])
         theirs = _export(ref, Path(tmp)) if ref else None
         if theirs is not None:
             whats += [(arm, theirs) for arm in ("off", "otel") if arm in arms]
@@ -319,8 +323,8 @@ def counted(arms: list[str], processor: str, ref: str | None) -> None:
             if at != src:
                 continue
             count = found[(what, src)]
-            against_off = "" if what in ("off", "floor") else f" ({count - off:+,.0f})"
-            print(f"  {label:<12} {ARMS.get(what, 'the SDK floor of its spans'):<28} {count:>9,.0f}{against_off}")
+            against_off = "" if what == "off" or what in FLOORS else f" ({count - off:+,.0f})"
+            print(f"  {label:<12} {ARMS.get(what) or FLOORS[what]:<34} {count:>9,.0f}{against_off}")
 
 
 def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
