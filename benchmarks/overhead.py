@@ -1,15 +1,23 @@
 """The middleware's own cost per ballot, on a scripted backend, for a nested 10-field schema.
 
-    python benchmarks/overhead.py [--quick] [--cpu] [--against REF]
+    python benchmarks/overhead.py [--quick] [--cpu] [--processor batch|simple] [--against REF] [--instructions]
 
 Prints p50 / p90 microseconds per ballot (target: p50 <= 200 us) for three arms, measured in
 interleaved rounds so that the machine's load falls on all of them alike:
 
     off     the default Stabilizer: OpenTelemetry installed, no tracer provider configured, no hooks
-    otel    spans on: an SDK tracer provider whose exporter does nothing (target: <= +50 us a ballot)
-    spans   spans on, through a tracer whose spans record nothing (the API's non-recording span):
-            accord's own part of the otel arm; the rest is the SDK's work on each span
+    otel    spans on: an SDK tracer provider whose exporter does nothing, behind the processor a
+            service uses (``BatchSpanProcessor``, the documented production choice; ``--processor
+            simple`` for ``SimpleSpanProcessor``) (target: <= +50 us a ballot)
+    spans   spans on, through a tracer whose spans say they record and do nothing: accord's own
+            part of the otel arm (every attribute built, every span started, made current, ended);
+            the rest is the SDK's work on each span
     hooks   all five hooks set, each a function that does nothing
+
+Then the SDK's floor on the same pipeline: a bare span, and the very spans a ballot makes (its
+call span and its share of the run span, with the same attributes, made current the same way)
+made directly on the SDK in a loop with no accord around them: the part of the otel arm accord
+cannot remove (a lower bound: inside a run, between accord's own work, the same code runs colder).
 
 The scripted backend returns at once, so the time measured is accord's: building the request,
 extracting, normalizing, validating, canonicalizing, voting and assembling the Result (and, in
@@ -18,7 +26,10 @@ wall-clock time: steadier on a shared machine, where other processes preempt thi
 ``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
 and of this tree, each in fresh processes taking turns (target: off no slower than REF), and
 counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
-not move with the machine's load.
+not move with the machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
+the machine instructions a ballot takes (valgrind's callgrind, the same process run twice, with
+and without the measured runs, the difference divided by their ballots): slow (minutes), and the
+same on an idle machine and a loaded one.
 """
 
 from __future__ import annotations
@@ -72,60 +83,74 @@ TEXT = "Here is the order:\n```json\n" + json.dumps(ANSWER) + "\n```"
 ARMS = {
     "off": "OTel off (no provider)",
     "otel": "OTel on, no-op exporter",
-    "spans": "spans recording nothing",
+    "spans": "spans that do nothing",
     "hooks": "hooks set (5 no-op hooks)",
 }
+PROCESSORS = {"batch": "BatchSpanProcessor", "simple": "SimpleSpanProcessor"}
+FLOORS = {"floor": "the SDK alone, the same spans", "bare": "the SDK alone, spans bare"}
 
 
 def _nothing(_: Any) -> None:
     return None
 
 
-def _noop_provider() -> Any:
-    """An SDK tracer provider whose exporter drops every span (what is left is the spans' cost)."""
+def _noop_provider(processor: str = "batch") -> Any:
+    """An SDK tracer provider whose exporter drops every span, behind ``processor`` (what is left
+    is the spans' cost). Shut it down when done: a batch processor keeps a worker thread."""
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    provider.add_span_processor(BatchSpanProcessor(Dropped()) if processor == "batch" else SimpleSpanProcessor(Dropped()))
     return provider
 
 
-class _Unrecorded:
-    """A tracer provider whose spans record nothing (what accord does around them is all that is left)."""
+class _Idle:
+    """A tracer provider whose spans say they record and do nothing: accord takes its whole traced
+    path (attributes built, spans started, made current, ended), and that is all that is left."""
+
+    def __init__(self) -> None:
+        from opentelemetry import trace
+
+        class Span(trace.NonRecordingSpan):
+            def is_recording(self) -> bool:
+                return True
+
+        self.span = Span(trace.INVALID_SPAN_CONTEXT)
 
     def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
         return self
 
     def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        from opentelemetry import trace
-
-        return trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+        return self.span
 
 
-def options(arm: str) -> dict[str, Any]:
+def options(arm: str, processor: str = "batch") -> dict[str, Any]:
     """The Stabilizer options of an arm (``off`` uses none: it runs on any accord, today's too)."""
     if arm == "otel":
-        return {"telemetry": accord.Telemetry(tracer_provider=_noop_provider())}
+        return {"telemetry": accord.Telemetry(tracer_provider=_noop_provider(processor))}
     if arm == "spans":
-        return {"telemetry": accord.Telemetry(tracer_provider=_Unrecorded())}
+        return {"telemetry": accord.Telemetry(tracer_provider=_Idle())}
     if arm == "hooks":
         return {"hooks": accord.Hooks(before_request=_nothing, after_ballot=_nothing, on_retry=_nothing, on_result=_nothing, on_error=_nothing)}
     return {}
 
 
-def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, arm: str = "off") -> list[float]:
+def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, arm: str = "off", processor: str = "batch") -> list[float]:
     per_ballot = []
     model = accord.models.scripted([TEXT] * k * runs)
-    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **options(arm))
+    chosen = options(arm, processor)
+    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **chosen)
     for _ in range(runs):
         start = clock()
         result = stab.run("Extract the order.")
         per_ballot.append((clock() - start) / result.calls)
+    if "telemetry" in chosen:
+        getattr(chosen["telemetry"].tracer_provider, "shutdown", lambda: None)()  # its worker thread, after the timing
     return per_ballot
 
 
@@ -134,13 +159,13 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e6, ordered[int(len(ordered) * 0.9)] * 1e6
 
 
-def interleaved(arms: list[str], runs: int, rounds: int, clock: Callable[[], float]) -> dict[str, list[list[float]]]:
+def interleaved(arms: list[str], runs: int, rounds: int, clock: Callable[[], float], processor: str = "batch") -> dict[str, list[list[float]]]:
     """Per-ballot samples of each arm, ``runs`` runs each, taken in ``rounds`` turns (order
     rotating): one list of samples per round."""
     samples: dict[str, list[list[float]]] = {arm: [] for arm in arms}
     for round_ in range(rounds):
         for arm in arms[round_ % len(arms) :] + arms[: round_ % len(arms)]:
-            samples[arm].append(measure(max(1, runs // rounds), 5, clock, arm))
+            samples[arm].append(measure(max(1, runs // rounds), 5, clock, arm, processor))
     return samples
 
 
@@ -150,19 +175,102 @@ def paired(rounds: list[list[float]], base: list[list[float]]) -> float:
     return statistics.median(statistics.median(a) - statistics.median(b) for a, b in zip(rounds, base, strict=True)) * 1e6
 
 
-def span_floor(clock: Callable[[], float], count: int = 5000) -> float:
+def span_floor(clock: Callable[[], float], processor: str = "batch", count: int = 5000) -> float:
     """What the SDK itself takes to start and end one bare span (no attributes) on the no-op
-    pipeline, in us: the part of the otel arm accord cannot remove (a ballot has 1 + 1/k)."""
+    pipeline, in us (a ballot has 1 + 1/k spans)."""
     from opentelemetry import trace
 
-    tracer = _noop_provider().get_tracer("floor")
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("floor")
     parent = trace.set_span_in_context(tracer.start_span("parent"))
     for _ in range(200):
         tracer.start_span("x", context=parent).end()
-    start = clock()
-    for _ in range(count):
-        tracer.start_span("x", context=parent).end()
-    return (clock() - start) / count * 1e6
+    spent = 0.0
+    for _ in range(count // 500):  # a batch processor's queue (2048) emptied between the chunks, untimed
+        provider.force_flush()
+        start = clock()
+        for _ in range(500):
+            tracer.start_span("x", context=parent).end()
+        spent += clock() - start
+    provider.shutdown()
+    return spent / (count // 500 * 500) * 1e6
+
+
+def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int = 400, k: int = 5, bare: bool = False) -> float:
+    """The spans a run of this benchmark makes, with the same names, kinds and attributes (read
+    back from the SDK's in-memory exporter), made directly on the no-op pipeline: the run span,
+    then each call span started as a child of it, made current and left, ended; per ballot, in us
+    (the median over runs). This is what the SDK takes for what accord records, each attribute
+    given once, at the start: the part of the otel arm no code around the SDK can remove. With
+    ``bare``: the same spans with no attribute, not made current (what the attributes and the
+    current span add is the difference)."""
+    from opentelemetry import context, trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    kept = InMemorySpanExporter()
+    recorder = TracerProvider()
+    recorder.add_span_processor(SimpleSpanProcessor(kept))
+    model = accord.models.scripted([TEXT] * k)
+    accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), telemetry=accord.Telemetry(tracer_provider=recorder)).run("Extract the order.")
+    spans = kept.get_finished_spans()
+    [run] = [s for s in spans if s.name == "accord.run"]
+    calls = [(s.name, s.kind, None if bare else dict(s.attributes or {})) for s in spans if s is not run]
+    run_attrs = None if bare else dict(run.attributes or {})
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("floor")
+
+    def one() -> None:
+        span = tracer.start_span("accord.run", attributes=run_attrs)
+        parent = trace.set_span_in_context(span)
+        for name, kind, attrs in calls:
+            call = tracer.start_span(name, context=parent, kind=kind, attributes=attrs)
+            if not bare:
+                context.detach(context.attach(trace.set_span_in_context(call)))
+            call.end()
+        span.end()
+
+    for _ in range(50):
+        one()
+    samples = []
+    for n in range(runs):
+        if n % 50 == 0:
+            provider.force_flush()  # a batch processor's queue emptied now and then, untimed
+        start = clock()
+        one()
+        samples.append((clock() - start) / len(calls))
+    provider.shutdown()
+    return statistics.median(samples) * 1e6
+
+
+def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100) -> dict[tuple[str, Path], float]:
+    """Machine instructions a ballot of each ``(what, src)`` (an arm, or ``floor``; accord imported
+    from ``src``) takes, counted by valgrind: a fresh process with ``runs`` measured runs after the
+    warm-up, less one with none; two processes at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def count(job: tuple[str, Path, int]) -> int:
+        what, src, n = job
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src)}
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__, "--ir", what, str(n), "--processor", processor]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=3600)
+        return int(next(line for line in done.stderr.splitlines() if "Collected" in line).split()[-1])
+
+    jobs = [(what, src, n) for what, src in whats for n in (runs, 0)]
+    with ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
+    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * 5) for what, src in whats}
+
+
+def _ir_child(what: str, runs: int, processor: str) -> None:
+    """What ``instructions`` counts: the warm-up, then ``runs`` runs of ``what``."""
+    if what in FLOORS:
+        ballot_floor(time.process_time, processor, runs=runs + 1, bare=what == "bare")  # one more: the same work outside the runs
+    else:
+        measure(20, 5, arm=what, processor=processor)
+        if runs:
+            measure(runs, 5, arm=what, processor=processor)
 
 
 def _export(ref: str, into: Path) -> Path:
@@ -196,6 +304,34 @@ def _child(src: Path, runs: int, cpu: bool, calls: bool = False) -> list[float]:
     return [float(x) for x in json.loads(done.stdout)]
 
 
+def counted(arms: list[str], processor: str, ref: str | None) -> None:
+    """``--instructions``: the instructions a ballot takes in each arm and the SDK's floor (and in
+    ``ref``'s off and otel arms), printed against the off arm."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("  instructions: skipped (valgrind is not installed)")
+        return
+    with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
+        here = ROOT / "src"
+        whats = [(arm, here) for arm in arms] + ([(floor, here) for floor in FLOORS] if "otel" in arms else [])
+        theirs = _export(ref, Path(tmp)) if ref else None
+        if theirs is not None:
+            whats += [(arm, theirs) for arm in ("off", "otel") if arm in arms]
+        found = instructions(whats, processor)
+    print("instructions a ballot (valgrind callgrind, 100 runs of k=5; the same on an idle or a loaded machine):")
+    for label, src in (("this tree", here), (ref, theirs)):
+        if src is None:
+            continue
+        off = found[("off", src)]
+        for what, at in whats:
+            if at != src:
+                continue
+            count = found[(what, src)]
+            against_off = "" if what == "off" or what in FLOORS else f" ({count - off:+,.0f})"
+            print(f"  {label:<12} {ARMS.get(what) or FLOORS[what]:<34} {count:>9,.0f}{against_off}")
+
+
 def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
     """Off-arm samples of ``ref`` and of this tree, from fresh processes taking turns, and the
     function calls per ballot of each."""
@@ -216,11 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer runs (for the test suite)")
     parser.add_argument("--cpu", action="store_true", help="CPU time of this process instead of wall-clock time")
     parser.add_argument("--rounds", type=int, default=40, help="turns the arms take (default 40)")
+    parser.add_argument("--processor", choices=list(PROCESSORS), default="batch", help="the otel arm's span processor (default batch)")
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
+    parser.add_argument("--instructions", action="store_true", help="also count the instructions a ballot takes in each arm (valgrind; minutes)")
+    parser.add_argument("--ir", nargs=2, metavar=("WHAT", "RUNS"), help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
     clock = time.process_time if args.cpu else time.perf_counter
+    if args.ir:
+        _ir_child(args.ir[0], int(args.ir[1]), args.processor)
+        return 0
     if args.child:
         measure(20, 5)  # warm-up: imports, pydantic schema caches
         print(json.dumps([calls_per_ballot(args.child)] if args.calls else measure(args.child, 5, clock)))
@@ -235,8 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         arms.remove("otel")
         print("OTel on: skipped (opentelemetry-sdk is not installed: pip install opentelemetry-sdk)")
     for arm in arms:
-        measure(20, 5, arm=arm)  # warm-up: imports, pydantic schema caches
-    samples = interleaved(arms, runs, rounds, clock)
+        measure(20, 5, arm=arm, processor=args.processor)  # warm-up: imports, pydantic schema caches
+    samples = interleaved(arms, runs, rounds, clock, args.processor)
     kind = "CPU time" if args.cpu else "wall-clock"
     print(f"overhead per ballot ({kind}), nested 10-field schema, k=5, {runs} runs per arm in {rounds} interleaved rounds:")
     for arm in arms:
@@ -250,7 +392,13 @@ def main(argv: list[str] | None = None) -> int:
                 note += f"; target <= +50 us: {'met' if delta <= 50 else 'NOT met'}"
         print(f"  {ARMS[arm]:<28} p50 {p50:4.0f} us, p90 {p90:4.0f} us ({note})")
     if "otel" in arms:
-        print(f"  the SDK's own bare span here: {span_floor(clock):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
+        processor = PROCESSORS[args.processor]
+        print(f"  the otel arm's pipeline: an SDK TracerProvider, {processor}, an exporter that drops every span")
+        print(f"  the SDK's own bare span there: {span_floor(clock, args.processor):.0f} us (a ballot has 1 + 1/k of them: its call, its share of the run)")
+        print(
+            f"  the SDK's own cost of a ballot's spans (the same spans and attributes, made in a loop with no accord around them):"
+            f" {ballot_floor(clock, args.processor):.0f} us a ballot"
+        )
     if args.against:
         theirs, ours, (t_calls, o_calls) = against(args.against, runs, rounds, args.cpu)
         (t50, t90), (o50, o90) = percentiles(theirs), percentiles(ours)
@@ -259,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us, {o_calls:.1f} function calls a ballot"
             f" ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%; calls {100 * (o_calls - t_calls) / t_calls:+.1f}%)"
         )
+    if args.instructions:
+        counted(arms, args.processor, args.against)
     return 0
 
 

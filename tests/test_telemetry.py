@@ -19,6 +19,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -211,6 +212,54 @@ def test_spans_made_inside_the_model_call_nest_under_its_span_sync_and_async(tra
         calls = {span_id(c) for c in traced.calls()}
         inner = traced.named("http POST")
         assert len(inner) == 2 and {parent_of(s) for s in inner} == calls
+
+
+class _DropsRuns(Sampler):
+    """Samples like the SDK's default (parent-based, always on) but drops every ``accord.run``;
+    keeps the name of every span it was asked about (every span started)."""
+
+    def __init__(self) -> None:
+        self.inner = ParentBased(ALWAYS_ON)
+        self.asked: list[str] = []
+
+    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any, **kwargs: Any) -> SamplingResult:
+        self.asked.append(name)
+        if name == "accord.run":
+            return SamplingResult(Decision.DROP)
+        return self.inner.should_sample(parent_context, trace_id, name, *args, **kwargs)
+
+    def get_description(self) -> str:
+        return "drops accord.run"
+
+
+def test_a_run_the_sampler_drops_makes_no_call_span_and_drops_what_the_backend_makes() -> None:
+    exporter = InMemorySpanExporter()
+    sampler = _DropsRuns()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+
+    def sync_model(prompt: str) -> str:
+        with tracer.start_as_current_span("http POST"):  # the run's (dropped) context is current here
+            time.sleep(0.01)
+        return GOOD
+
+    async def async_model(prompt: str) -> str:
+        with tracer.start_as_current_span("http POST"):
+            await asyncio.sleep(0.01)
+        return GOOD
+
+    for model in (sync_model, async_model):
+        exporter.clear()
+        sampler.asked.clear()
+        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=Telemetry(tracer_provider=provider))
+        with tracer.start_as_current_span("POST /reviews"):
+            result = stab.run("q") if model is sync_model else asyncio.run(stab.arun("q"))
+        assert result.value is not None and result.calls == 2
+        assert sorted(sampler.asked) == ["POST /reviews", "accord.run", "http POST", "http POST"]  # no call span was started
+        # and the backend's spans went with the dropped run, not orphaned under the request's span
+        assert [s.name for s in exporter.get_finished_spans()] == ["POST /reviews"]
+    provider.shutdown()
 
 
 def test_map_under_concurrency_parents_every_span_in_its_own_run(traced: Traced) -> None:

@@ -11,7 +11,8 @@ A failed call sets its span's status to ERROR with an ``exception`` event; a fai
 run span's, with the error's type.
 
 No cost when OpenTelemetry is not installed, or installed with no tracer provider configured
-(the API's default proxy): the run creates nothing, and the check is one lookup per run.
+(the API's default proxy): the run creates nothing, and the check is one lookup per run. A run
+span the sampler drops makes no call span and builds no attribute (``run/_watch``).
 Prompts, outputs and values may hold personal data: they are recorded only with
 ``Telemetry(content=True)`` (``gen_ai.input.messages``, ``gen_ai.output.messages``,
 ``accord.value``).
@@ -48,22 +49,22 @@ _tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, tracer)
 _lock = threading.Lock()
 
 
+# What a traced call uses each time, bound once by ``api()`` when it finds the API.
+attach: Any = None  # opentelemetry.context.attach
+detach: Any = None  # opentelemetry.context.detach
+CLIENT: Any = None  # opentelemetry.trace.SpanKind.CLIENT
+
+
 @functools.cache
 def api() -> Any:
     """``opentelemetry.trace``, or None when the API is not installed (looked up once)."""
+    global attach, detach, CLIENT  # bound once, read on every traced call
     try:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
     except ImportError:
         return None
+    attach, detach, CLIENT = context.attach, context.detach, trace.SpanKind.CLIENT
     return trace
-
-
-@functools.cache
-def context() -> Any:
-    """``opentelemetry.context`` (only asked for once ``api()`` found the API)."""
-    from opentelemetry import context as found
-
-    return found
 
 
 def tracer(telemetry: Telemetry | None) -> Any:

@@ -2,7 +2,9 @@
 
 One :class:`Watch` per run, made by the Stabilizer only when something listens (hooks, or a
 tracer that records: ``_telemetry.tracer``); a run without one pays a ``None`` check at each
-point below, nothing else.
+point below, nothing else. A run span the sampler dropped (not recording) makes no call span and
+builds no attribute: its context is still current while the backend works, so what an HTTP
+client makes there is dropped with it.
 
     Stabilizer   begin(prompt)        the run span, a child of the caller's current span
     loop         request(call)        a call is handed to the driver: ``before_request``
@@ -59,6 +61,7 @@ class Watch:
         self.name = "chat"
         self.pending: list[Awaitable[None]] = []
         self.span: Any = None  # the run span
+        self.recording = False  # the run span records: call spans are made, attributes built
         self.context: Any = None  # the context that holds it: the parent of every call span
         self.calls: dict[tuple[int, int], _Call] = {}  # (slot, attempt) -> its span, once started
         self.model: dict[str, str | int] = {}
@@ -69,13 +72,14 @@ class Watch:
     def begin(self, prompt: Any) -> None:
         if self.tracer is None:
             return
-        trace = telemetry.api()
-        self.model = dict(self.backend.telemetry())
-        self.static = telemetry.call_static(self.model, shape_of(self.schema))
-        self.name = f"chat {self.model['gen_ai.request.model']}" if self.model.get("gen_ai.request.model") else "chat"
         attrs = telemetry.run_start(self.schema.name, self.policy, self.backend, prompt, self.content)
-        self.span = self.tracer.start_span("accord.run", attributes=attrs)
-        self.context = trace.set_span_in_context(self.span)
+        self.span = self.tracer.start_span("accord.run", attributes=attrs)  # the sampler sees them
+        self.context = telemetry.api().set_span_in_context(self.span)
+        self.recording = self.span.is_recording()
+        if self.recording:
+            self.model = dict(self.backend.telemetry())
+            self.static = telemetry.call_static(self.model, shape_of(self.schema))
+            self.name = f"chat {self.model['gen_ai.request.model']}" if self.model.get("gen_ai.request.model") else "chat"
 
     def end(self, result: Result[Any]) -> None:
         """The run is over (a Result, or a failed one): the last hook, the run span ends."""
@@ -87,9 +91,10 @@ class Watch:
         if self.span is None:
             return
         self._end_calls()
-        self.span.set_attributes(telemetry.run_end(result, self.content))
-        if result.error is not None:
-            self._failed(self.span, result.error)
+        if self.recording:
+            self.span.set_attributes(telemetry.run_end(result, self.content))
+            if result.error is not None:
+                self._failed(self.span, result.error)
         self.span.end()
         self.span = None
 
@@ -99,9 +104,9 @@ class Watch:
         if self.span is None:
             return
         self._end_calls()
-        if isinstance(exc, GeneratorExit):
+        if self.recording and isinstance(exc, GeneratorExit):
             self.span.set_attribute("accord.outcome", "abandoned")
-        else:
+        elif self.recording:
             self.span.set_attribute("error.type", type(exc).__name__)
             self._failed(self.span, exc)
         self.span.end()
@@ -131,12 +136,12 @@ class Watch:
         request = call.request
         if self.hooks is not None and self.hooks.before_request is not None:
             hooks.call("before_request", self.hooks.before_request, request, self.pending)
-        if self.tracer is None:
+        if not self.recording:
             return
         streamed = self.streaming and call.slot == 0
         max_tokens = self.backend.default_max_tokens
         attrs = telemetry.call_start(request, self.static, max_tokens=max_tokens, streamed=streamed, content=self.content)
-        self.calls[(call.slot, request.attempt)] = _Call(attrs)
+        self.calls[(call.slot, request.attempt)] = _Call(self, attrs)
 
     def ballot(self, ballot: Ballot) -> None:
         if self.hooks is not None and self.hooks.after_ballot is not None:
@@ -144,7 +149,7 @@ class Watch:
         found = self.calls.pop((ballot.slot, ballot.attempt), None)
         if found is None:
             return
-        span = found.span if found.span is not None else self._start(found)  # cancelled before it started
+        span = found.span if found.span is not None else found.start()  # cancelled before it started
         span.set_attributes(telemetry.call_end(ballot, self.content))
         if ballot.status == "error":
             trace = telemetry.api()
@@ -156,7 +161,7 @@ class Watch:
     def retry(self, event: RetryEvent) -> None:
         if self.hooks is not None and self.hooks.on_retry is not None:
             hooks.call("on_retry", self.hooks.on_retry, event, self.pending)
-        if self.span is not None:
+        if self.recording:
             self.span.add_event("accord.retry", telemetry.retry_event(event))
 
     # -- the drivers' ----------------------------------------------------------------------------
@@ -165,15 +170,11 @@ class Watch:
         """Where the backend works on ``call`` (once it may start: after a concurrency bound):
         its span starts there and is the current one."""
         found = self.calls.get((call.slot, call.request.attempt))
-        if found is None:
-            return contextlib.nullcontext()
-        return _Current(self._start(found))
-
-    def _start(self, call: _Call) -> Any:
-        trace = telemetry.api()
-        call.span = self.tracer.start_span(self.name, context=self.context, kind=trace.SpanKind.CLIENT, attributes=call.attrs)
-        call.started = time.perf_counter()
-        return call.span
+        if found is not None:
+            return found
+        if self.span is not None:  # a run span the sampler dropped: its context is the current one
+            return _Current(self.span)
+        return contextlib.nullcontext()
 
     def chunk(self, call: Call) -> None:
         """The first text of a streamed call arrived."""
@@ -195,19 +196,36 @@ class Watch:
 
 
 class _Call:
-    """One call's span: its request attributes, then the span once the call starts."""
+    """One call's span: its request attributes, then the span once the call starts. As a context
+    manager (:meth:`Watch.scope`), the span starts and is the current one inside the block, as in
+    ``trace.use_span`` without its exception handling (the drivers catch everything)."""
 
-    __slots__ = ("attrs", "span", "started")
+    __slots__ = ("attrs", "span", "started", "token", "watch")
 
-    def __init__(self, attrs: dict[str, Any]) -> None:
+    def __init__(self, watch: Watch, attrs: dict[str, Any]) -> None:
+        self.watch = watch
         self.attrs = attrs
         self.span: Any = None
         self.started = 0.0
+        self.token: Any = None
+
+    def start(self) -> Any:
+        watch = self.watch
+        self.span = watch.tracer.start_span(watch.name, context=watch.context, kind=telemetry.CLIENT, attributes=self.attrs)
+        self.started = time.perf_counter()
+        return self.span
+
+    def __enter__(self) -> Any:
+        self.token = telemetry.attach(telemetry.api().set_span_in_context(self.start()))
+        return self.span
+
+    def __exit__(self, *exc: object) -> None:
+        telemetry.detach(self.token)
 
 
 class _Current:
-    """``trace.use_span`` without its exception handling (the drivers catch everything): the span
-    is the current one inside the block."""
+    """A span made current inside the block, as :class:`_Call` does (here: a run span the sampler
+    dropped, so that what the backend makes is dropped with it)."""
 
     __slots__ = ("span", "token")
 
@@ -216,8 +234,8 @@ class _Current:
         self.token: Any = None
 
     def __enter__(self) -> Any:
-        self.token = telemetry.context().attach(telemetry.api().set_span_in_context(self.span))
+        self.token = telemetry.attach(telemetry.api().set_span_in_context(self.span))
         return self.span
 
     def __exit__(self, *exc: object) -> None:
-        telemetry.context().detach(self.token)
+        telemetry.detach(self.token)
