@@ -95,50 +95,118 @@ def types_of(node: dict[str, Any]) -> set[str]:
     return set()
 
 
+class Plan:
+    """What a walker needs to know of one schema node, read once: the node resolved (``raw``),
+    its union branches (``anyOf``/``oneOf``, first non-empty), its single ``allOf`` member, its
+    members (``enum``, or ``[const]``), its types, and its children.
+
+    Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
+    inspect the schema's dicts again at every value they visit."""
+
+    __slots__ = ("all_of", "branches", "extra", "fmt", "free_text", "items", "members", "prefix", "props", "raw",
+                 "required", "scalar", "shape_types", "types", "_folded", "_nullable", "_resolved")
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        branches = None
+        for key in ("anyOf", "oneOf"):
+            found = raw.get(key)
+            if isinstance(found, list) and found:
+                branches = found
+                break
+        self.branches: list[Any] | None = branches
+        all_of = raw.get("allOf")
+        self.all_of: Any = all_of[0] if isinstance(all_of, list) and len(all_of) == 1 else None
+        self.members: list[Any] | None = (
+            raw["enum"] if isinstance(raw.get("enum"), list) else [raw["const"]] if "const" in raw else None
+        )
+        self.types = frozenset(types_of(raw))
+        # The types as coerce reads them: a node with properties or items is an object or an array.
+        self.shape_types = self.types or (
+            frozenset({"object"}) if "properties" in raw
+            else frozenset({"array"}) if "items" in raw or "prefixItems" in raw else frozenset()
+        )
+        self.props: dict[str, Any] = raw["properties"] if isinstance(raw.get("properties"), dict) else {}
+        extra = raw.get("additionalProperties")
+        self.extra: dict[str, Any] | None = extra if isinstance(extra, dict) else None
+        self.required: list[Any] = raw["required"] if isinstance(raw.get("required"), list) else []
+        self.prefix: list[Any] = raw["prefixItems"] if isinstance(raw.get("prefixItems"), list) else []
+        self.items: dict[str, Any] | None = raw["items"] if isinstance(raw.get("items"), dict) else None
+        fmt = raw.get("format")
+        self.fmt: str | None = fmt if fmt in ("date", "date-time") else None
+        self.free_text = "string" in self.types and not fmt and "pattern" not in raw  # the text normalizers apply
+        # The numeric or boolean reading of a node that takes no string (normalize).
+        self.scalar: str | None = None
+        if "string" not in self.types:
+            self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
+        self._resolved: list[dict[str, Any]] | None = None
+        self._folded: dict[str, list[str]] | None = None
+        self._nullable: bool | None = None
+
+
+_EMPTY = Plan({})
+_PLANS: dict[int, tuple[dict[str, Any], dict[int, tuple[Any, Plan]]]] = {}  # id(root) -> (root, id(node) -> (node, plan))
+_MAX_ROOTS = 256
+
+
+def plan(node: Any, root: dict[str, Any]) -> Plan:
+    """The :class:`Plan` of a node of ``root`` (its ``$ref`` followed), built once per node.
+
+    Keyed by identity: each entry holds its root and its node, so no id is reused while it lives;
+    bounded (``_MAX_ROOTS`` schemas, the oldest dropped first; a schema's nodes are finite)."""
+    if not node:
+        return _EMPTY
+    nodes = _PLANS.get(id(root))
+    if nodes is None or nodes[0] is not root:
+        if len(_PLANS) >= _MAX_ROOTS:
+            del _PLANS[next(iter(_PLANS))]
+        nodes = _PLANS[id(root)] = (root, {})
+    entry = nodes[1].get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    resolved = resolve(node, root)
+    found = Plan(resolved) if resolved else _EMPTY
+    nodes[1][id(node)] = (node, found)
+    return found
+
+
+def branches_of(found: Plan, root: dict[str, Any]) -> list[dict[str, Any]]:
+    """The union's branches resolved (once per plan)."""
+    if found._resolved is None:
+        found._resolved = [resolve(b, root) for b in found.branches or ()]
+    return found._resolved
+
+
 class _Walker:
     def __init__(self, root: dict[str, Any], text: tuple[TextNormalizer, ...]) -> None:
         self.root = root
         self.text = text
 
     def walk(self, data: Any, node: Any, depth: int) -> Any:
-        node = resolve(node, self.root)
-        if not node or depth > 64:
+        found = plan(node, self.root)
+        if found is _EMPTY or depth > 64:
             return _plain(data)
-        for key in ("anyOf", "oneOf"):
-            branches = node.get(key)
-            if isinstance(branches, list) and branches:
-                return self.branch(data, [resolve(b, self.root) for b in branches], depth)
-        all_of = node.get("allOf")
-        if isinstance(all_of, list) and len(all_of) == 1:
-            return self.walk(data, all_of[0], depth + 1)
-        types = types_of(node)
-        if isinstance(node.get("enum"), list):
-            return _member(_plain(data), node["enum"])
-        if "const" in node:
-            return _member(_plain(data), [node["const"]])
+        if found.branches is not None:
+            return self.branch(data, branches_of(found, self.root), depth)
+        if found.all_of is not None:
+            return self.walk(data, found.all_of, depth + 1)
+        if found.members is not None:
+            return _member(_plain(data), found.members)
         if isinstance(data, dict):
-            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-            extra = node.get("additionalProperties")
-            return {  # keys are the schema's: never rewritten
-                key: self.walk(value, props.get(key, extra if isinstance(extra, dict) else None), depth + 1)
-                for key, value in data.items()
-            }
+            props, extra = found.props, found.extra
+            return {key: self.walk(value, props.get(key, extra), depth + 1) for key, value in data.items()}  # keys are the schema's: never rewritten
         if isinstance(data, list):
-            prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
-            items = node.get("items") if isinstance(node.get("items"), dict) else None
+            prefix, items = found.prefix, found.items
+            if not prefix:
+                return [self.walk(v, items, depth + 1) for v in data]
             return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
-        if "string" not in types:
-            if "integer" in types:
-                return _integer(data)
-            if "number" in types:
-                return _number(data)
-            if "boolean" in types:
-                return _boolean(data)
+        scalar = found.scalar
+        if scalar is not None:
+            return _integer(data) if scalar == "integer" else _number(data) if scalar == "number" else _boolean(data)
         if isinstance(data, str):
-            fmt = node.get("format")
-            if fmt in ("date", "date-time"):
-                return _iso(_text(data), fmt)
-            if self.text and "string" in types and not fmt and "pattern" not in node:
+            if found.fmt is not None:
+                return _iso(_text(data), found.fmt)
+            if self.text and found.free_text:
                 out = _text(data)
                 for fn in self.text:
                     out = fn(out)
