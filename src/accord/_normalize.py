@@ -103,11 +103,13 @@ class Plan:
     Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
     inspect the schema's dicts again at every value they visit."""
 
-    __slots__ = ("all_of", "branches", "extra", "fmt", "free_text", "items", "members", "prefix", "props", "raw",
-                 "required", "scalar", "shape_types", "types", "_folded", "_nullable", "_resolved")
+    __slots__ = ("all_of", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
+                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "types")
 
-    def __init__(self, raw: dict[str, Any]) -> None:
+    def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
         self.raw = raw
+        self.node = node  # the node as the schema holds it (a ``$ref`` unresolved): kept alive with its plan
+        self.empty = not raw
         branches = None
         for key in ("anyOf", "oneOf"):
             found = raw.get(key)
@@ -139,52 +141,65 @@ class Plan:
         self.scalar: str | None = None
         if "string" not in self.types:
             self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
-        self._resolved: list[dict[str, Any]] | None = None
-        self._folded: dict[str, list[str]] | None = None
-        self._nullable: bool | None = None
+        self.resolved_branches: list[dict[str, Any]] | None = None
+        self.folded_keys: dict[str, list[str]] | None = None
+        self.takes_null: bool | None = None
 
 
-_EMPTY = Plan({})
-_PLANS: dict[int, tuple[dict[str, Any], dict[int, tuple[Any, Plan]]]] = {}  # id(root) -> (root, id(node) -> (node, plan))
+EMPTY_PLAN = Plan({})
+Plans = dict[int, Plan]  # one schema's plans by the identity of their node (each plan holds its node)
+_TABLES: dict[int, tuple[dict[str, Any], Plans]] = {}  # id(root) -> (root, its plans)
 _MAX_ROOTS = 256
 
 
-def plan(node: Any, root: dict[str, Any]) -> Plan:
-    """The :class:`Plan` of a node of ``root`` (its ``$ref`` followed), built once per node.
+def plans(root: dict[str, Any]) -> Plans:
+    """The plans of the nodes of one schema, filled by :func:`plan_in` as nodes are met.
 
-    Keyed by identity: each entry holds its root and its node, so no id is reused while it lives;
-    bounded (``_MAX_ROOTS`` schemas, the oldest dropped first; a schema's nodes are finite)."""
+    Keyed by identity: each entry holds its root, and each plan its node, so no id is reused
+    while it lives; bounded (``_MAX_ROOTS`` schemas, the oldest dropped first; a schema's nodes
+    are finite)."""
+    table = _TABLES.get(id(root))
+    if table is not None and table[0] is root:
+        return table[1]
+    if len(_TABLES) >= _MAX_ROOTS:
+        del _TABLES[next(iter(_TABLES))]
+    _TABLES[id(root)] = (root, {})
+    return _TABLES[id(root)][1]
+
+
+def plan_in(table: Plans, node: Any, root: dict[str, Any]) -> Plan:
+    """The :class:`Plan` of a node of ``root`` (its ``$ref`` followed), built once per node.
+    Walkers look in ``table`` first (``table.get(id(node)) or plan_in(...)``)."""
     if not node:
-        return _EMPTY
-    nodes = _PLANS.get(id(root))
-    if nodes is None or nodes[0] is not root:
-        if len(_PLANS) >= _MAX_ROOTS:
-            del _PLANS[next(iter(_PLANS))]
-        nodes = _PLANS[id(root)] = (root, {})
-    entry = nodes[1].get(id(node))
-    if entry is not None and entry[0] is node:
-        return entry[1]
-    resolved = resolve(node, root)
-    found = Plan(resolved) if resolved else _EMPTY
-    nodes[1][id(node)] = (node, found)
+        return EMPTY_PLAN
+    found = table.get(id(node))
+    if found is None:
+        resolved = resolve(node, root)
+        found = table[id(node)] = Plan(resolved, node) if resolved else Plan({}, node)
     return found
+
+
+def plan(node: Any, root: dict[str, Any]) -> Plan:
+    """The :class:`Plan` of a node of ``root``."""
+    return plan_in(plans(root), node, root)
 
 
 def branches_of(found: Plan, root: dict[str, Any]) -> list[dict[str, Any]]:
     """The union's branches resolved (once per plan)."""
-    if found._resolved is None:
-        found._resolved = [resolve(b, root) for b in found.branches or ()]
-    return found._resolved
+    if found.resolved_branches is None:
+        found.resolved_branches = [resolve(b, root) for b in found.branches or ()]
+    return found.resolved_branches
 
 
 class _Walker:
     def __init__(self, root: dict[str, Any], text: tuple[TextNormalizer, ...]) -> None:
         self.root = root
         self.text = text
+        self.table = plans(root)
 
     def walk(self, data: Any, node: Any, depth: int) -> Any:
-        found = plan(node, self.root)
-        if found is _EMPTY or depth > 64:
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        if found.empty or depth > 64:
             return _plain(data)
         if found.branches is not None:
             return self.branch(data, branches_of(found, self.root), depth)
