@@ -23,6 +23,7 @@ MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
 MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
 _MAX_DECODE_TRIES = 64
+WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -84,15 +85,17 @@ def shape_of(schema: Schema[Any]) -> str:
     return "json"
 
 
-def extract(text: str, schema: Schema[Any]) -> Any:
-    """The data the text carries for this schema, or raise :class:`ExtractionFailure`."""
+def extract(text: str, schema: Schema[Any], misses: set[int] | None = None) -> Any:
+    """The data the text carries for this schema, or raise :class:`ExtractionFailure`.
+
+    ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`)."""
     if not isinstance(text, str):
         raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
     if len(text) > MAX_CHARS:
         raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
     shape = shape_of(schema)
     if shape == "json":
-        return extract_json(text)
+        return extract_json(text, misses)
     if shape == "text":
         return _json_string(text.strip()) if schema.kind in {"scalar", "type", "json"} else text
     stripped = _unwrap(text)
@@ -103,8 +106,11 @@ def extract(text: str, schema: Schema[Any]) -> Any:
     return _bool(stripped)
 
 
-def extract_json(text: str) -> Any:
-    """The first complete JSON object or array in the text (fenced blocks first), else the whole text."""
+def extract_json(text: str, misses: set[int] | None = None) -> Any:
+    """The first complete JSON object or array in the text (fenced blocks first), else the whole text.
+
+    ``misses``, when given, collects the positions in the text where no JSON value starts (``-1``:
+    the whole text is none), so a lenient reading after this one need not decode them again."""
     check_depth(text)
     for match in _FENCE.finditer(text):
         body = match.group(2).strip()
@@ -120,11 +126,15 @@ def extract_json(text: str) -> Any:
         try:
             value, _ = _DECODER.raw_decode(text, match.start())
         except ValueError:
+            if misses is not None:
+                misses.add(match.start())
             continue
         return value
     try:
         return json.loads(text)
     except ValueError:
+        if misses is not None:
+            misses.add(WHOLE)
         raise ExtractionFailure("no JSON value found in the output") from None
 
 

@@ -26,8 +26,9 @@ Path = tuple[str | int, ...]
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*|/\*.*?(?:\*/|\Z))*", re.S)
 _COMMENT = re.compile(r"//|#|/\*")
-_DQ = re.compile(r'"((?:[^"\\]|\\.)*\\?)("|\Z)', re.S)  # a backslash at the very end: cut off
-_SQ = re.compile(r"'((?:[^'\\]|\\.)*\\?)('|\Z)", re.S)
+# A string: runs of plain characters, each escape taken whole; a backslash at the very end: cut off.
+_DQ = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*\\?)("|\Z)', re.S)
+_SQ = re.compile(r"'([^'\\]*(?:\\.[^'\\]*)*\\?)('|\Z)", re.S)
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
@@ -99,6 +100,11 @@ class _Reader:
         self.fixes.append(Fix(path, kind))
 
     def skip(self, pos: int, path: Path = ()) -> int:
+        if pos >= self.n:
+            return pos
+        char = self.text[pos]
+        if char not in "/#" and not char.isspace():  # nothing to skip (``\s`` is str.isspace)
+            return pos
         end = _SKIP.match(self.text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
         if end > pos and _COMMENT.search(self.text, pos, end):
             self.fix(path, "comment removed")
