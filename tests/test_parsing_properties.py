@@ -4,13 +4,16 @@ and no text makes the reader hang or raise anything but a Misreading."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Literal, Optional
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
+from accord._extract import _DECODER, may_open
 from accord._read import Misreading, Reading, read
 
 
@@ -102,3 +105,21 @@ def test_strict_reading_never_repairs(text):
     assert isinstance(strict, (Reading, Misreading))
     if isinstance(strict, Reading):
         assert strict.coercions == ()
+
+
+json_fragments = st.lists(
+    st.sampled_from(['{', '[', '}', ']', '"', '"a"', ':', ',', ' ', '\n', '\t', '\r', '\x0b', '\xa0', '1', '-', 'tru', 'true',
+                     'null', 'NaN', 'Infinity', 'x', "'"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(deadline=None, max_examples=500)
+@given(json_fragments)
+def test_an_opening_may_open_refuses_never_decodes(text):
+    # The strict and lenient readers skip raw_decode where may_open says no JSON value can start:
+    # that must never skip a value json would read.
+    for match in re.finditer(r"[\[{]", text):
+        if not may_open(text, match.start()):
+            with pytest.raises(ValueError):
+                _DECODER.raw_decode(text, match.start())

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ._extract import WHOLE
+from ._extract import WHOLE, may_open
 from ._jsonish import Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
@@ -97,7 +97,7 @@ def _whole(text: str) -> Candidate | None:
 def _read(text: str, start: int, strict: bool = True) -> tuple[Candidate, int] | None:
     """The value at ``start``: strictly if it is JSON, leniently if not; None if neither.
     ``strict=False``: it is known not to be JSON as written, so it is read leniently at once."""
-    if strict:
+    if strict and may_open(text, start):
         try:
             value, end = _DECODER.raw_decode(text, start)
             return Candidate(value), end

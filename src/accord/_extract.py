@@ -30,6 +30,10 @@ _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)
 _BOOL_WORDS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
 _WORD = re.compile(r"[A-Za-z]+")
 _DECODER = json.JSONDecoder()
+_OPEN = re.compile(r"[\[{]")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
+_OBJECT_GOES_ON = frozenset('"}')
+_ARRAY_GOES_ON = frozenset('"{[]-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
 
 
 @dataclass(frozen=True)
@@ -118,24 +122,33 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
             return json.loads(body)
         except ValueError:
             continue
-    tries = 0
-    for match in re.finditer(r"[\[{]", text):
-        tries += 1
+    for tries, match in enumerate(_OPEN.finditer(text), 1):
         if tries > _MAX_DECODE_TRIES:
             break
         try:
-            value, _ = _DECODER.raw_decode(text, match.start())
+            if may_open(text, match.start()):
+                value, _ = _DECODER.raw_decode(text, match.start())
+                return value
         except ValueError:
-            if misses is not None:
-                misses.add(match.start())
-            continue
-        return value
+            pass
+        if misses is not None:
+            misses.add(match.start())
     try:
         return json.loads(text)
     except ValueError:
         if misses is not None:
             misses.add(WHOLE)
         raise ExtractionFailure("no JSON value found in the output") from None
+
+
+def may_open(text: str, start: int) -> bool:
+    """Whether the ``{`` or ``[`` at ``start`` may open a JSON value: after JSON's space, ``"`` or
+    ``}`` in an object, a value's first character or ``]`` in an array. False: ``raw_decode``
+    there certainly fails (so it need not be tried: its error costs more than this look)."""
+    after = _JSON_SPACE.match(text, start + 1).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if after >= len(text):
+        return False  # nothing after the opening: cut off
+    return text[after] in (_OBJECT_GOES_ON if text[start] == "{" else _ARRAY_GOES_ON)
 
 
 def check_depth(text: str) -> None:

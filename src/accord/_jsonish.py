@@ -26,6 +26,7 @@ Path = tuple[str | int, ...]
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*|/\*.*?(?:\*/|\Z))*", re.S)
 _COMMENT = re.compile(r"//|#|/\*")
+_SPACE = re.compile(r"\s+")
 # A string: runs of plain characters, each escape taken whole; a backslash at the very end: cut off.
 _DQ = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*\\?)("|\Z)', re.S)
 _SQ = re.compile(r"'([^'\\]*(?:\\.[^'\\]*)*\\?)('|\Z)", re.S)
@@ -100,13 +101,18 @@ class _Reader:
         self.fixes.append(Fix(path, kind))
 
     def skip(self, pos: int, path: Path = ()) -> int:
+        """Past the space and comments at ``pos`` (a comment is noted)."""
+        text = self.text
         if pos >= self.n:
             return pos
-        char = self.text[pos]
-        if char not in "/#" and not char.isspace():  # nothing to skip (``\s`` is str.isspace)
-            return pos
-        end = _SKIP.match(self.text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
-        if end > pos and _COMMENT.search(self.text, pos, end):
+        if text[pos] not in "/#":
+            if not text[pos].isspace():  # nothing to skip (``\s`` is str.isspace)
+                return pos
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s+ at a space
+            if pos >= self.n or text[pos] not in "/#":
+                return pos  # space alone: the common case, one match
+        end = _SKIP.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+        if end > pos and _COMMENT.search(text, pos, end):
             self.fix(path, "comment removed")
         return end
 
