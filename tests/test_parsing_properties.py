@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
-from accord._extract import _DECODER, may_open
+from accord._extract import _DECODER, _VALUE_STARTS, may_open
 from accord._read import Misreading, Reading, read
 
 
@@ -116,10 +116,13 @@ json_fragments = st.lists(
 
 @settings(deadline=None, max_examples=500)
 @given(json_fragments)
-def test_an_opening_may_open_refuses_never_decodes(text):
+def test_where_no_json_value_can_start_none_is_decoded(text):
     # The strict and lenient readers skip raw_decode where may_open says no JSON value can start:
     # that must never skip a value json would read.
     for match in re.finditer(r"[\[{]", text):
         if not may_open(text, match.start()):
             with pytest.raises(ValueError):
                 _DECODER.raw_decode(text, match.start())
+    if text.lstrip(" \t\n\r")[:1] not in _VALUE_STARTS:  # nor json.loads where no value starts
+        with pytest.raises(ValueError):
+            json.loads(text)

@@ -33,7 +33,8 @@ _DECODER = json.JSONDecoder()
 _OPEN = re.compile(r"[\[{]")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
 _OBJECT_GOES_ON = frozenset('"}')
-_ARRAY_GOES_ON = frozenset('"{[]-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
+_VALUE_STARTS = frozenset('"{[-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
+_ARRAY_GOES_ON = _VALUE_STARTS | {"]"}
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
             return json.loads(body)
         except ValueError:
             continue
+    missed: set[int] = set() if misses is None else misses
     for tries, match in enumerate(_OPEN.finditer(text), 1):
         if tries > _MAX_DECODE_TRIES:
             break
@@ -131,14 +133,15 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
                 return value
         except ValueError:
             pass
-        if misses is not None:
-            misses.add(match.start())
-    try:
-        return json.loads(text)
-    except ValueError:
-        if misses is not None:
-            misses.add(WHOLE)
-        raise ExtractionFailure("no JSON value found in the output") from None
+        missed.add(match.start())
+    first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if first not in missed and text[first : first + 1] in _VALUE_STARTS:  # else json.loads would certainly fail
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    missed.add(WHOLE)
+    raise ExtractionFailure("no JSON value found in the output")
 
 
 def may_open(text: str, start: int) -> bool:
@@ -153,6 +156,8 @@ def may_open(text: str, start: int) -> bool:
 
 def check_depth(text: str) -> None:
     """Raise :class:`ExtractionFailure` for text nested deeper than ``MAX_DEPTH``."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # no deeper than it has openings
     depth = deepest = 0
     for char in re.findall(r"[\[\]{}]", text):
         depth = depth + 1 if char in "[{" else max(depth - 1, 0)
