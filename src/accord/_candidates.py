@@ -31,7 +31,7 @@ _KV = re.compile(
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One value found in the text: the data, the repairs it needed, where it came from."""
 

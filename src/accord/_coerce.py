@@ -39,7 +39,7 @@ _SEPARATORS = re.compile(r"[\s_\-.]+")
 MAX_DEPTH = 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Coercion:
     """One change made to fit the schema: ``fix`` at ``path``, costing ``cost``."""
 

@@ -44,6 +44,11 @@ _PY_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})"
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
 _AFTER_STRING = re.compile(r"[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*)")
+# The common cases in one match each (what the general path would read, and no repair): a plain
+# double-quoted key, its colon and the space after (no comment there); a plain double-quoted
+# string followed by a delimiter.
+_PLAIN_KEY = re.compile(r'"([^"\\\x00-\x1f]*)"\s*+:\s*+(?![/#])')
+_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"(?=[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*))')
 
 
 def _json_escape(char: str) -> str:
@@ -59,7 +64,7 @@ class Cut(NotJson):
     """The text ended inside a value that cannot be completed (a string, number, literal or list)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fix:
     """One repair made to the text: ``kind`` (e.g. "unquoted key") at ``path`` in the value."""
 
@@ -67,7 +72,7 @@ class Fix:
     kind: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """A value read leniently: where it ends in the text, the repairs made, the objects closed."""
 
@@ -130,6 +135,9 @@ class _Reader:
         if char in "[(":
             return self.array(pos + 1, path, depth, "]" if char == "[" else ")")
         if char == '"':
+            plain = _PLAIN_STRING.match(self.text, pos)
+            if plain is not None:
+                return plain.group(1), plain.end(), True
             return self.double(pos, path)
         if char == "'":
             return self.single(pos, path)
@@ -158,22 +166,26 @@ class _Reader:
                 continue
             if expect_comma:
                 self.fix(path, "missing comma")
-            key, pos, complete = self.key(pos, path)
-            if not complete:
-                self.closed.add(path)
-                self.fix(path, "closed a cut-off object")
-                return out, self.n, True
-            pos = self.skip(pos, path)
-            if pos >= self.n:
-                self.closed.add(path)
-                self.fix((*path, key), "dropped a member cut off")
-                return out, pos, True
-            if self.text[pos] in ":=":
-                if self.text[pos] == "=":
-                    self.fix((*path, key), "'=' as ':'")
-                pos = self.skip(pos + 1, path)
+            plain = _PLAIN_KEY.match(self.text, pos) if char == '"' else None
+            if plain is not None:
+                key, pos = plain.group(1), plain.end()
             else:
-                raise NotJson(f"expected ':' after key {key!r}")
+                key, pos, complete = self.key(pos, path)
+                if not complete:
+                    self.closed.add(path)
+                    self.fix(path, "closed a cut-off object")
+                    return out, self.n, True
+                pos = self.skip(pos, path)
+                if pos >= self.n:
+                    self.closed.add(path)
+                    self.fix((*path, key), "dropped a member cut off")
+                    return out, pos, True
+                if self.text[pos] in ":=":
+                    if self.text[pos] == "=":
+                        self.fix((*path, key), "'=' as ':'")
+                    pos = self.skip(pos + 1, path)
+                else:
+                    raise NotJson(f"expected ':' after key {key!r}")
             value, pos, complete = self.value(pos, (*path, key), depth + 1, "object")
             if not complete:
                 self.closed.add(path)
@@ -188,10 +200,12 @@ class _Reader:
         """Past the comma at ``pos``; one where no comma belongs, or just before ``close``, is noted."""
         if not expected:
             self.fix(path, "extra comma")
+        noted = len(self.fixes)
         after = self.skip(pos + 1, path)
+        plain = len(self.fixes) == noted  # no comment: skipping again from pos + 1 would end at ``after``, noting nothing
         if after < self.n and self.text[after] == close:
             self.fix(path, "trailing comma")
-        return pos + 1
+        return after if plain else pos + 1  # a comment is noted again where the next member is read
 
     def key(self, pos: int, path: Path) -> tuple[str, int, bool]:
         char = self.text[pos]
