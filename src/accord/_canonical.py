@@ -59,7 +59,9 @@ def canonical_key(data: Any, *, strict: bool = False) -> str:
     stored and hashed; ``strict=True`` raises :class:`NotUnicode` instead. ``ValueError`` for NaN
     or an infinity (JSON has no such number)."""
     text = _ENCODER.encode(data)
-    if strict and _SURROGATE.search(text):
+    if _SURROGATE.search(text) is None:
+        return text  # the common case: one search
+    if strict:
         raise NotUnicode("the value holds a lone surrogate: not valid Unicode text")
     return escape_surrogates(text)
 

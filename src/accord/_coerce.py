@@ -142,7 +142,7 @@ class _Coercer:
         props, extra = found.props, found.extra
         out: dict[str, Any] = {}
         renamed: dict[str, str] = {}
-        if props and any(key not in props for key in data):
+        if props and not data.keys() <= props.keys():  # a key the schema does not name
             if found.folded_keys is None:
                 found.folded_keys = _folded(tuple(props))
             wanted = found.folded_keys

@@ -319,10 +319,9 @@ class _Reader:
             token = token[1:]
         if token.startswith(".") or token.endswith(".") or _LEADING_ZERO.match(token):
             self.fix(path, "number written loosely")
-        value = float(token)
         if _INTEGER.fullmatch(token):
             return int(token), end, True
-        return value, end, True
+        return float(token), end, True
 
     def word(self, match: re.Match[str], path: Path, context: str) -> tuple[Any, int, bool]:
         word, end = match.group(0), match.end()

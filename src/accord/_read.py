@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,17 +146,23 @@ def _may_echo(data: Any) -> bool:
     return True
 
 
-_SHAPES: weakref.WeakKeyDictionary[Schema[Any], tuple[bool, frozenset[str]]] = weakref.WeakKeyDictionary()
+_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str]]] = {}  # id(schema) -> (schema, json?, types)
+_MAX_SHAPES = 256
 
 
 def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str]]:
-    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema."""
-    known = _SHAPES.get(schema)
-    if known is None:
+    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema.
+
+    Keyed by identity (a plain dict costs less than a WeakKeyDictionary on every read): each entry
+    holds its schema, so no id is reused while it lives; bounded, the oldest dropped first."""
+    known = _SHAPES.get(id(schema))
+    if known is None or known[0] is not schema:
         root = schema.json_schema or {}
         types = types_of(root) or ({"object"} if "properties" in root else set())
-        known = _SHAPES[schema] = (shape_of(schema) == "json", frozenset(types))
-    return known
+        if len(_SHAPES) >= _MAX_SHAPES:
+            del _SHAPES[next(iter(_SHAPES))]
+        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", frozenset(types))
+    return known[1], known[2]
 
 
 def _fits_root(data: Any, types: frozenset[str]) -> bool:
