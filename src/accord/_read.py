@@ -47,7 +47,7 @@ _STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:
 _LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reading:
     """A valid output: the validated value, its JSON data, its canonical form and vote key, and the
     repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written).
@@ -63,7 +63,7 @@ class Reading:
     open_ended: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Misreading:
     """An invalid output: which stage rejected it and the structured errors."""
 
