@@ -152,8 +152,10 @@ class _Reader:
     def object(self, pos: int, path: Path, depth: int) -> tuple[Any, int, bool]:
         out: dict[str, Any] = {}
         expect_comma = False
+        text = self.text
         while True:
-            pos = self.skip(pos, path)
+            if pos < self.n and (text[pos] in "/#" or text[pos].isspace()):  # else there is nothing to skip
+                pos = self.skip(pos, path)
             if pos >= self.n:
                 self.closed.add(path)
                 self.fix(path, "closed a cut-off object")
@@ -233,8 +235,10 @@ class _Reader:
             self.fix(path, "tuple as list")
         out: list[Any] = []
         expect_comma = False
+        text = self.text
         while True:
-            pos = self.skip(pos, path)
+            if pos < self.n and (text[pos] in "/#" or text[pos].isspace()):  # else there is nothing to skip
+                pos = self.skip(pos, path)
             if pos >= self.n:
                 return out, pos, False  # a list cut off: its length is unknown
             char = self.text[pos]

@@ -21,7 +21,7 @@ from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
-from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, extract_json, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
@@ -117,7 +117,7 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
     tried: tuple[Any, Reading | Misreading] | None = None
     misses: set[int] = set()  # where the strict reading found no JSON: the lenient one does not decode there again
     try:
-        raw = extract(text, schema, misses)  # the value as written first: clean JSON costs what it always did
+        raw = extract_json(text, misses)  # the value as written first (what ``extract`` does for a JSON shape)
     except ExtractionFailure as failure:
         if str(failure.errors[0]["msg"]).startswith(("output nested", "output too long")):
             return Misreading("extract", tuple(failure.errors))
