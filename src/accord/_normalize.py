@@ -104,7 +104,8 @@ class Plan:
     inspect the schema's dicts again at every value they visit."""
 
     __slots__ = ("all_of", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
-                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "types")
+                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
+                 "types")
 
     def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
         self.raw = raw
@@ -141,6 +142,11 @@ class Plan:
         self.scalar: str | None = None
         if "string" not in self.types:
             self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
+        # A string here is only trimmed and NFC'd (no union, member, number, boolean or date to read it
+        # as; the text normalizers aside, see ``free_text``): normalize does it without a walk.
+        self.text_only = not raw or (
+            branches is None and self.all_of is None and self.members is None and self.scalar is None and self.fmt is None
+        )
         self.resolved_branches: list[dict[str, Any]] | None = None
         self.folded_keys: dict[str, list[str]] | None = None
         self.takes_null: bool | None = None
@@ -209,11 +215,17 @@ class _Walker:
             return _member(_plain(data), found.members)
         if isinstance(data, dict):
             props, extra = found.props, found.extra
-            return {key: self.walk(value, props.get(key, extra), depth + 1) for key, value in data.items()}  # keys are the schema's: never rewritten
+            walked: dict[str, Any] = {}
+            for key, value in data.items():  # keys are the schema's: never rewritten
+                child = props.get(key, extra)
+                walked[key] = _text(value) if type(value) is str and self.text_only(child) else self.walk(value, child, depth + 1)
+            return walked
         if isinstance(data, list):
             prefix, items = found.prefix, found.items
             if not prefix:
-                return [self.walk(v, items, depth + 1) for v in data]
+                if items is None or not self.text_only(items):
+                    return [self.walk(v, items, depth + 1) for v in data]
+                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1) for v in data]
             return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
         scalar = found.scalar
         if scalar is not None:
@@ -227,6 +239,11 @@ class _Walker:
                     out = fn(out)
                 return out
         return _plain(data)
+
+    def text_only(self, node: Any) -> bool:
+        """Whether a string under this node is normalized to ``_text`` of it, as :meth:`walk` would."""
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        return found.text_only and not (self.text and found.free_text)
 
     def branch(self, data: Any, branches: list[dict[str, Any]], depth: int) -> Any:
         """Normalize under the one branch whose type fits the data; if none or several, leave it."""
