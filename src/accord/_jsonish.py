@@ -47,7 +47,7 @@ _AFTER_STRING = re.compile(r"[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*)")
 # The common cases in one match each (what the general path would read, and no repair): a plain
 # double-quoted key, its colon and the space after (no comment there); a plain double-quoted
 # string followed by a delimiter.
-_PLAIN_KEY = re.compile(r'"([^"\\\x00-\x1f]*)"\s*+:\s*+(?![/#])')
+_PLAIN_KEY = re.compile(r'"([^"\\\x00-\x1f]*)"\s*:\s*(?![\s/#])')  # (?!\s): all the space, never part of it
 _PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"(?=[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*))')
 
 
