@@ -4,13 +4,16 @@ and no text makes the reader hang or raise anything but a Misreading."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Literal, Optional
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
+from accord._extract import _DECODER, _VALUE_STARTS, may_open
 from accord._read import Misreading, Reading, read
 
 
@@ -102,3 +105,24 @@ def test_strict_reading_never_repairs(text):
     assert isinstance(strict, (Reading, Misreading))
     if isinstance(strict, Reading):
         assert strict.coercions == ()
+
+
+json_fragments = st.lists(
+    st.sampled_from(['{', '[', '}', ']', '"', '"a"', ':', ',', ' ', '\n', '\t', '\r', '\x0b', '\xa0', '1', '-', 'tru', 'true',
+                     'null', 'NaN', 'Infinity', 'x', "'"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(deadline=None, max_examples=500)
+@given(json_fragments)
+def test_where_no_json_value_can_start_none_is_decoded(text):
+    # The strict and lenient readers skip raw_decode where may_open says no JSON value can start:
+    # that must never skip a value json would read.
+    for match in re.finditer(r"[\[{]", text):
+        if not may_open(text, match.start()):
+            with pytest.raises(ValueError):
+                _DECODER.raw_decode(text, match.start())
+    if text.lstrip(" \t\n\r")[:1] not in _VALUE_STARTS:  # nor json.loads where no value starts
+        with pytest.raises(ValueError):
+            json.loads(text)

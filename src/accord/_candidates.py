@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._extract import WHOLE, may_open
 from ._jsonish import Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
@@ -30,7 +31,7 @@ _KV = re.compile(
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One value found in the text: the data, the repairs it needed, where it came from."""
 
@@ -51,10 +52,15 @@ def candidates(text: str) -> list[Candidate]:
     return list(iter_candidates(text))
 
 
-def iter_candidates(text: str) -> Iterator[Candidate]:
-    """:func:`candidates`, found lazily, in order."""
+def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
+    """:func:`candidates`, found lazily, in order.
+
+    ``misses``: positions in the text already known to start no JSON value (``-1``: the whole
+    text is none), from the strict reading (``_extract.extract_json``): not decoded again.
+    ``enough(origin)``: asked before the candidates of an origin are looked for (``key-value``);
+    True stops the search there (the reader has a candidate that none of them could beat)."""
     seen: list[Any] = []
-    for candidate in _all(text):
+    for candidate in _all(text, misses, enough):
         if any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
             continue
         seen.append(candidate.data)
@@ -63,7 +69,7 @@ def iter_candidates(text: str) -> Iterator[Candidate]:
             return
 
 
-def _all(text: str) -> Iterator[Candidate]:
+def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | None) -> Iterator[Candidate]:
     if len(text) > MAX_LENIENT_CHARS:
         return
     for match in _FENCE.finditer(text):
@@ -72,12 +78,12 @@ def _all(text: str) -> Iterator[Candidate]:
             found = _read(body, 0)
             if found is not None:
                 yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
-    yield from _spans(text)
-    if text.lstrip()[:1] not in ("{", "["):  # else the spans have read it
+    yield from _spans(text, misses)
+    if text.lstrip()[:1] not in ("{", "[") and WHOLE not in misses:  # else the spans have read it, or it is none
         whole = _whole(text)
         if whole is not None:
             yield whole
-    yield from _blocks(text)
+    yield from _blocks(text, enough)
 
 
 def _whole(text: str) -> Candidate | None:
@@ -88,13 +94,15 @@ def _whole(text: str) -> Candidate | None:
         return None
 
 
-def _read(text: str, start: int) -> tuple[Candidate, int] | None:
-    """The value at ``start``: strictly if it is JSON, leniently if not; None if neither."""
-    try:
-        value, end = _DECODER.raw_decode(text, start)
-        return Candidate(value), end
-    except (ValueError, RecursionError):
-        pass
+def _read(text: str, start: int, strict: bool = True) -> tuple[Candidate, int] | None:
+    """The value at ``start``: strictly if it is JSON, leniently if not; None if neither.
+    ``strict=False``: it is known not to be JSON as written, so it is read leniently at once."""
+    if strict and may_open(text, start):
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+            return Candidate(value), end
+        except (ValueError, RecursionError):
+            pass
     try:
         parsed = parse(text, start)
     except (NotJson, RecursionError):
@@ -102,7 +110,7 @@ def _read(text: str, start: int) -> tuple[Candidate, int] | None:
     return Candidate(parsed.value, parsed.fixes, parsed.closed), parsed.end
 
 
-def _spans(text: str) -> Iterator[Candidate]:
+def _spans(text: str, misses: Collection[int] = ()) -> Iterator[Candidate]:
     """Every ``{...}`` and ``[...]`` span, left to right; a span read is not read again inside."""
     done = attempts = 0
     for match in _OPEN.finditer(text):
@@ -111,7 +119,7 @@ def _spans(text: str) -> Iterator[Candidate]:
         attempts += 1
         if attempts > _MAX_ATTEMPTS:
             return
-        found = _read(text, match.start())
+        found = _read(text, match.start(), match.start() not in misses)
         if found is None:
             continue
         candidate, done = found
@@ -119,14 +127,18 @@ def _spans(text: str) -> Iterator[Candidate]:
             yield candidate
 
 
-def _blocks(text: str) -> Iterator[Candidate]:
+def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
     """YAML-like blocks: runs of ``key: value`` lines (``- item`` lines and indentation nest)."""
+    if enough is not None and enough("key-value"):
+        return  # before the text is split: most texts that reach here need no block
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         if _KV.match(lines[i]) is None:
             i += 1
             continue
+        if enough is not None and enough("key-value"):
+            return
         start = i
         try:
             block, i = _block(lines, i, _indent(lines[i]))

@@ -49,6 +49,8 @@ class NotUnicode(ValueError):
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False), built once
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_key(data: Any, *, strict: bool = False) -> str:
@@ -56,8 +58,10 @@ def canonical_key(data: Any, *, strict: bool = False) -> str:
     UTF-8 cannot encode, is written as its JSON escape (``\\ud800``), so every key can be
     stored and hashed; ``strict=True`` raises :class:`NotUnicode` instead. ``ValueError`` for NaN
     or an infinity (JSON has no such number)."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    if strict and _SURROGATE.search(text):
+    text = _ENCODER.encode(data)
+    if _SURROGATE.search(text) is None:
+        return text  # the common case: one search
+    if strict:
         raise NotUnicode("the value holds a lone surrogate: not valid Unicode text")
     return escape_surrogates(text)
 
@@ -72,7 +76,60 @@ def escape_surrogates(text: str) -> str:
 
 def canonical_form(data: Any, schema: dict[str, Any] | None, float_digits: int = DEFAULT_FLOAT_DIGITS) -> Any:
     """The canonical form of validated JSON data (see the module docstring)."""
+    if not schema or not _has_sets(schema):
+        return _rounded(data, float_digits)  # no set-like list anywhere: only floats change
     return _Canon(schema or {}, float_digits).form(data, schema or {}, 0)
+
+
+_SET_KEYS = ("uniqueItems", UNORDERED)
+_HAS_SETS: dict[int, tuple[dict[str, Any], bool]] = {}  # id(schema) -> (schema, whether it has a set-like node)
+_MAX_SCHEMAS = 256
+
+
+def _has_sets(schema: dict[str, Any]) -> bool:
+    """Whether any node of the schema (its ``$defs`` included) may be set-like, once per schema.
+
+    Keyed by the schema's identity: a Schema builds its JSON Schema once, and the cache holds it
+    (so its id is not reused while the entry lives); bounded, the oldest entry dropped first."""
+    known = _HAS_SETS.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    found = _mentions(schema, 0)
+    if len(_HAS_SETS) >= _MAX_SCHEMAS:
+        del _HAS_SETS[next(iter(_HAS_SETS))]
+    _HAS_SETS[id(schema)] = (schema, found)
+    return found
+
+
+def _mentions(node: Any, depth: int) -> bool:
+    """Whether a set-like keyword is set anywhere in the node (True past a depth: the full walk decides)."""
+    if depth > 64:
+        return True
+    if isinstance(node, dict):
+        if any(node.get(key) for key in _SET_KEYS):
+            return True
+        return any(_mentions(value, depth + 1) for value in node.values())
+    if isinstance(node, list):
+        return any(_mentions(value, depth + 1) for value in node)
+    return False
+
+
+def _rounded(data: Any, digits: int) -> Any:
+    """:meth:`_Canon.form` where no list is set-like: floats rounded, the rest copied."""
+    if isinstance(data, float):
+        return _number(data, digits)
+    if isinstance(data, dict):
+        return {k: _rounded(v, digits) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_rounded(v, digits) for v in data]
+    return data
+
+
+def _number(value: float, digits: int) -> int | float:
+    if not math.isfinite(value):
+        return value
+    rounded = float(f"{value:.{digits}g}")
+    return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
 
 
 def is_set_like(node: dict[str, Any]) -> bool:
@@ -112,7 +169,4 @@ class _Canon:
         return node
 
     def number(self, value: float) -> int | float:
-        if not math.isfinite(value):
-            return value
-        rounded = float(f"{value:.{self.digits}g}")
-        return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
+        return _number(value, self.digits)

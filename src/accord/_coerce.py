@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._normalize import fold, resolve, types_of
+from ._normalize import Plan, Plans, branches_of, fold, plan_in, plans, resolve, types_of
 
 Path = tuple[str | int, ...]
 
@@ -39,7 +39,7 @@ _SEPARATORS = re.compile(r"[\s_\-.]+")
 MAX_DEPTH = 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Coercion:
     """One change made to fit the schema: ``fix`` at ``path``, costing ``cost``."""
 
@@ -66,9 +66,10 @@ def coerce(data: Any, schema: dict[str, Any] | None, closed: frozenset[Path] = f
 
 
 class _Coercer:
-    def __init__(self, root: dict[str, Any], closed: frozenset[Path]) -> None:
+    def __init__(self, root: dict[str, Any], closed: frozenset[Path], table: Plans | None = None) -> None:
         self.root = root
         self.closed = closed
+        self.table = plans(root) if table is None else table
         self.coercions: list[Coercion] = []
         self.misfits = 0
 
@@ -76,47 +77,39 @@ class _Coercer:
         self.coercions.append(Coercion(path, fix, cost, breaking))
 
     def walk(self, data: Any, node: Any, path: Path, depth: int) -> Any:
-        node = resolve(node, self.root)
-        if not node or depth > MAX_DEPTH:
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        if found.empty or depth > MAX_DEPTH:
             return data
-        for key in ("anyOf", "oneOf"):
-            branches = node.get(key)
-            if isinstance(branches, list) and branches:
-                return self.union(data, branches, path, depth)
-        all_of = node.get("allOf")
-        if isinstance(all_of, list) and len(all_of) == 1:
-            return self.walk(data, all_of[0], path, depth + 1)
-        if isinstance(node.get("enum"), list):
-            return self.member(data, node["enum"], path)
-        if "const" in node:
-            return self.member(data, [node["const"]], path)
-        types = types_of(node)
-        if not types:
-            types = {"object"} if "properties" in node else {"array"} if "items" in node or "prefixItems" in node else set()
+        if found.branches is not None:
+            return self.union(data, found, path, depth)
+        if found.all_of is not None:
+            return self.walk(data, found.all_of, path, depth + 1)
+        if found.members is not None:
+            return self.member(data, found.members, path)
+        types = found.shape_types
         if not types:
             return data
         if data is None and "null" in types:
             return None
         if "object" in types and isinstance(data, dict):
-            return self.object(data, node, path, depth)
+            return self.object(data, found, path, depth)
         if "array" in types:
             if isinstance(data, list):
-                return self.array(data, node, path, depth)
+                return self.array(data, found, path, depth)
             if data is not None and not types & _kinds(data):
                 self.note(path, "one value as a list", 2, breaking=True)
-                items = node.get("items") if isinstance(node.get("items"), dict) else {}
-                return [self.walk(data, items, (*path, 0), depth + 1)]
+                return [self.walk(data, found.items, (*path, 0), depth + 1)]
         if isinstance(data, list) and len(data) == 1 and not types & {"array"} and not isinstance(data[0], (list, dict)):
             self.note(path, "one-element list as its element", 2, breaking=True)
             return self.walk(data[0], node, path, depth + 1)
         return self.scalar(data, types, path)
 
-    def union(self, data: Any, branches: list[Any], path: Path, depth: int) -> Any:
+    def union(self, data: Any, found: Plan, path: Path, depth: int) -> Any:
         best: tuple[int, int, Any, list[Coercion]] | None = None
-        for branch in branches:
-            trial = _Coercer(self.root, self.closed)
+        for branch, resolved in zip(found.branches or (), branches_of(found, self.root), strict=True):
+            trial = _Coercer(self.root, self.closed, self.table)
             out = trial.walk(data, branch, path, depth + 1)
-            if not _fits(out, resolve(branch, self.root), self.root):
+            if not _fits(out, resolved, self.root):
                 trial.misfits += 1
             cost = sum(c.cost for c in trial.coercions)
             if best is None or (trial.misfits, cost) < (best[0], best[1]):
@@ -145,13 +138,14 @@ class _Coercer:
         self.misfits += 1
         return data
 
-    def object(self, data: dict[str, Any], node: dict[str, Any], path: Path, depth: int) -> Any:
-        props: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
-        extra = node.get("additionalProperties")
+    def object(self, data: dict[str, Any], found: Plan, path: Path, depth: int) -> Any:
+        props, extra = found.props, found.extra
         out: dict[str, Any] = {}
         renamed: dict[str, str] = {}
-        if props and any(key not in props for key in data):
-            wanted = _folded(tuple(props))
+        if props and not data.keys() <= props.keys():  # a key the schema does not name
+            if found.folded_keys is None:
+                found.folded_keys = _folded(tuple(props))
+            wanted = found.folded_keys
             for key in data:
                 if key in props:
                     continue
@@ -162,32 +156,34 @@ class _Coercer:
             name = renamed.get(key, key)
             if name != key:
                 self.note((*path, name), f"key {key!r} as {name!r}", 1)
-            child = props.get(name, extra if isinstance(extra, dict) else None)
+            child = props.get(name, extra)
             out[name] = self.walk(value, child, (*path, name), depth + 1) if child is not None else value
-        required: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
-        for name in required:
+        for name in found.required:
             if name in out or name not in props:
                 continue
             if path in self.closed:
                 self.misfits += 1  # cut off before it: never filled
                 continue
-            if _nullable(props[name], self.root):
+            if _nullable(plan_in(self.table, props[name], self.root), self.root):
                 self.note((*path, name), "missing nullable field as null", 2, breaking=True)
                 out[name] = None
             else:
                 self.misfits += 1
         return out
 
-    def array(self, data: list[Any], node: dict[str, Any], path: Path, depth: int) -> Any:
-        prefix: list[Any] = node["prefixItems"] if isinstance(node.get("prefixItems"), list) else []
-        items = node["items"] if isinstance(node.get("items"), dict) else None
+    def array(self, data: list[Any], found: Plan, path: Path, depth: int) -> Any:
+        prefix, items = found.prefix, found.items
+        if not prefix:
+            if items is None:
+                return list(data)
+            return [self.walk(v, items, (*path, i), depth + 1) for i, v in enumerate(data)]
         return [
             self.walk(v, prefix[i] if i < len(prefix) else items, (*path, i), depth + 1)
             if (i < len(prefix) or items is not None) else v
             for i, v in enumerate(data)
         ]
 
-    def scalar(self, data: Any, types: set[str], path: Path) -> Any:
+    def scalar(self, data: Any, types: frozenset[str], path: Path) -> Any:
         if types & _kinds(data):
             return data
         if isinstance(data, str):
@@ -223,23 +219,30 @@ def _folded(props: tuple[str, ...]) -> dict[str, list[str]]:
     return wanted
 
 
-def _kinds(data: Any) -> set[str]:
+_NULL, _BOOLEAN, _INTEGRAL, _NUMBER, _STRING, _ARRAY, _OBJECT, _NONE = (
+    frozenset(kinds) for kinds in ({"null"}, {"boolean"}, {"integer", "number"}, {"number"}, {"string"}, {"array"}, {"object"}, ())
+)
+_KINDS = {type(None): _NULL, bool: _BOOLEAN, int: _INTEGRAL, float: _NUMBER, str: _STRING, list: _ARRAY, dict: _OBJECT}
+
+
+def _kinds(data: Any) -> frozenset[str]:
     """The JSON Schema types a Python value is."""
-    if data is None:
-        return {"null"}
+    known = _KINDS.get(type(data))
+    if known is not None:
+        return known
     if isinstance(data, bool):
-        return {"boolean"}
+        return _BOOLEAN
     if isinstance(data, int):
-        return {"integer", "number"}
+        return _INTEGRAL
     if isinstance(data, float):
-        return {"number"}
+        return _NUMBER
     if isinstance(data, str):
-        return {"string"}
+        return _STRING
     if isinstance(data, list):
-        return {"array"}
+        return _ARRAY
     if isinstance(data, dict):
-        return {"object"}
-    return set()
+        return _OBJECT
+    return _NONE
 
 
 def _fits(data: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
@@ -256,15 +259,14 @@ def _fits(data: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
     return bool(types & _kinds(data))
 
 
-def _nullable(node: Any, root: dict[str, Any]) -> bool:
-    node = resolve(node, root)
-    if "null" in types_of(node):
-        return True
-    for key in ("anyOf", "oneOf"):
-        branches = node.get(key)
-        if isinstance(branches, list) and any("null" in types_of(resolve(b, root)) for b in branches):
-            return True
-    return False
+def _nullable(found: Plan, root: dict[str, Any]) -> bool:
+    """Whether the node takes null (once per plan)."""
+    if found.takes_null is None:
+        found.takes_null = "null" in found.types or any(
+            isinstance(branches, list) and any("null" in types_of(resolve(b, root)) for b in branches)
+            for branches in (found.raw.get("anyOf"), found.raw.get("oneOf"))
+        )
+    return found.takes_null
 
 
 def _number(text: str) -> int | float | None:

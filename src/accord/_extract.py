@@ -23,12 +23,18 @@ MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
 MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
 _MAX_DECODE_TRIES = 64
+WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _BOOL_WORDS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
 _WORD = re.compile(r"[A-Za-z]+")
 _DECODER = json.JSONDecoder()
+_OPEN = re.compile(r"[\[{]")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
+_OBJECT_GOES_ON = frozenset('"}')
+_VALUE_STARTS = frozenset('"{[-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
+_ARRAY_GOES_ON = _VALUE_STARTS | {"]"}
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,17 @@ def shape_of(schema: Schema[Any]) -> str:
     return "json"
 
 
-def extract(text: str, schema: Schema[Any]) -> Any:
-    """The data the text carries for this schema, or raise :class:`ExtractionFailure`."""
+def extract(text: str, schema: Schema[Any], misses: set[int] | None = None) -> Any:
+    """The data the text carries for this schema, or raise :class:`ExtractionFailure`.
+
+    ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`)."""
     if not isinstance(text, str):
         raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
     if len(text) > MAX_CHARS:
         raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
     shape = shape_of(schema)
     if shape == "json":
-        return extract_json(text)
+        return extract_json(text, misses)
     if shape == "text":
         return _json_string(text.strip()) if schema.kind in {"scalar", "type", "json"} else text
     stripped = _unwrap(text)
@@ -103,8 +111,11 @@ def extract(text: str, schema: Schema[Any]) -> Any:
     return _bool(stripped)
 
 
-def extract_json(text: str) -> Any:
-    """The first complete JSON object or array in the text (fenced blocks first), else the whole text."""
+def extract_json(text: str, misses: set[int] | None = None) -> Any:
+    """The first complete JSON object or array in the text (fenced blocks first), else the whole text.
+
+    ``misses``, when given, collects the positions in the text where no JSON value starts (``-1``:
+    the whole text is none), so a lenient reading after this one need not decode them again."""
     check_depth(text)
     for match in _FENCE.finditer(text):
         body = match.group(2).strip()
@@ -112,24 +123,41 @@ def extract_json(text: str) -> Any:
             return json.loads(body)
         except ValueError:
             continue
-    tries = 0
-    for match in re.finditer(r"[\[{]", text):
-        tries += 1
+    missed: set[int] = set() if misses is None else misses
+    for tries, match in enumerate(_OPEN.finditer(text), 1):
         if tries > _MAX_DECODE_TRIES:
             break
         try:
-            value, _ = _DECODER.raw_decode(text, match.start())
+            if may_open(text, match.start()):
+                value, _ = _DECODER.raw_decode(text, match.start())
+                return value
         except ValueError:
-            continue
-        return value
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise ExtractionFailure("no JSON value found in the output") from None
+            pass
+        missed.add(match.start())
+    first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if first not in missed and text[first : first + 1] in _VALUE_STARTS:  # else json.loads would certainly fail
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    missed.add(WHOLE)
+    raise ExtractionFailure("no JSON value found in the output")
+
+
+def may_open(text: str, start: int) -> bool:
+    """Whether the ``{`` or ``[`` at ``start`` may open a JSON value: after JSON's space, ``"`` or
+    ``}`` in an object, a value's first character or ``]`` in an array. False: ``raw_decode``
+    there certainly fails (so it need not be tried: its error costs more than this look)."""
+    after = _JSON_SPACE.match(text, start + 1).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if after >= len(text):
+        return False  # nothing after the opening: cut off
+    return text[after] in (_OBJECT_GOES_ON if text[start] == "{" else _ARRAY_GOES_ON)
 
 
 def check_depth(text: str) -> None:
     """Raise :class:`ExtractionFailure` for text nested deeper than ``MAX_DEPTH``."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # no deeper than it has openings
     depth = deepest = 0
     for char in re.findall(r"[\[\]{}]", text):
         depth = depth + 1 if char in "[{" else max(depth - 1, 0)

@@ -26,8 +26,10 @@ Path = tuple[str | int, ...]
 
 _SKIP = re.compile(r"(?:\s+|//[^\n]*|#[^\n]*|/\*.*?(?:\*/|\Z))*", re.S)
 _COMMENT = re.compile(r"//|#|/\*")
-_DQ = re.compile(r'"((?:[^"\\]|\\.)*\\?)("|\Z)', re.S)  # a backslash at the very end: cut off
-_SQ = re.compile(r"'((?:[^'\\]|\\.)*\\?)('|\Z)", re.S)
+_SPACE = re.compile(r"\s+")
+# A string: runs of plain characters, each escape taken whole; a backslash at the very end: cut off.
+_DQ = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*\\?)("|\Z)', re.S)
+_SQ = re.compile(r"'([^'\\]*(?:\\.[^'\\]*)*\\?)('|\Z)", re.S)
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_$][\w$]*")
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
@@ -42,6 +44,11 @@ _PY_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})"
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
 _AFTER_STRING = re.compile(r"[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*)")
+# The common cases in one match each (what the general path would read, and no repair): a plain
+# double-quoted key, its colon and the space after (no comment there); a plain double-quoted
+# string followed by a delimiter.
+_PLAIN_KEY = re.compile(r'"([^"\\\x00-\x1f]*)"\s*:\s*(?![\s/#])')  # (?!\s): all the space, never part of it
+_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"(?=[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*))')
 
 
 def _json_escape(char: str) -> str:
@@ -57,7 +64,7 @@ class Cut(NotJson):
     """The text ended inside a value that cannot be completed (a string, number, literal or list)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fix:
     """One repair made to the text: ``kind`` (e.g. "unquoted key") at ``path`` in the value."""
 
@@ -65,7 +72,7 @@ class Fix:
     kind: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """A value read leniently: where it ends in the text, the repairs made, the objects closed."""
 
@@ -99,8 +106,18 @@ class _Reader:
         self.fixes.append(Fix(path, kind))
 
     def skip(self, pos: int, path: Path = ()) -> int:
-        end = _SKIP.match(self.text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
-        if end > pos and _COMMENT.search(self.text, pos, end):
+        """Past the space and comments at ``pos`` (a comment is noted)."""
+        text = self.text
+        if pos >= self.n:
+            return pos
+        if text[pos] not in "/#":
+            if not text[pos].isspace():  # nothing to skip (``\s`` is str.isspace)
+                return pos
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s+ at a space
+            if pos >= self.n or text[pos] not in "/#":
+                return pos  # space alone: the common case, one match
+        end = _SKIP.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+        if end > pos and _COMMENT.search(text, pos, end):
             self.fix(path, "comment removed")
         return end
 
@@ -118,6 +135,9 @@ class _Reader:
         if char in "[(":
             return self.array(pos + 1, path, depth, "]" if char == "[" else ")")
         if char == '"':
+            plain = _PLAIN_STRING.match(self.text, pos)
+            if plain is not None:
+                return plain.group(1), plain.end(), True
             return self.double(pos, path)
         if char == "'":
             return self.single(pos, path)
@@ -132,8 +152,10 @@ class _Reader:
     def object(self, pos: int, path: Path, depth: int) -> tuple[Any, int, bool]:
         out: dict[str, Any] = {}
         expect_comma = False
+        text = self.text
         while True:
-            pos = self.skip(pos, path)
+            if pos < self.n and (text[pos] in "/#" or text[pos].isspace()):  # else there is nothing to skip
+                pos = self.skip(pos, path)
             if pos >= self.n:
                 self.closed.add(path)
                 self.fix(path, "closed a cut-off object")
@@ -146,22 +168,26 @@ class _Reader:
                 continue
             if expect_comma:
                 self.fix(path, "missing comma")
-            key, pos, complete = self.key(pos, path)
-            if not complete:
-                self.closed.add(path)
-                self.fix(path, "closed a cut-off object")
-                return out, self.n, True
-            pos = self.skip(pos, path)
-            if pos >= self.n:
-                self.closed.add(path)
-                self.fix((*path, key), "dropped a member cut off")
-                return out, pos, True
-            if self.text[pos] in ":=":
-                if self.text[pos] == "=":
-                    self.fix((*path, key), "'=' as ':'")
-                pos = self.skip(pos + 1, path)
+            plain = _PLAIN_KEY.match(self.text, pos) if char == '"' else None
+            if plain is not None:
+                key, pos = plain.group(1), plain.end()
             else:
-                raise NotJson(f"expected ':' after key {key!r}")
+                key, pos, complete = self.key(pos, path)
+                if not complete:
+                    self.closed.add(path)
+                    self.fix(path, "closed a cut-off object")
+                    return out, self.n, True
+                pos = self.skip(pos, path)
+                if pos >= self.n:
+                    self.closed.add(path)
+                    self.fix((*path, key), "dropped a member cut off")
+                    return out, pos, True
+                if self.text[pos] in ":=":
+                    if self.text[pos] == "=":
+                        self.fix((*path, key), "'=' as ':'")
+                    pos = self.skip(pos + 1, path)
+                else:
+                    raise NotJson(f"expected ':' after key {key!r}")
             value, pos, complete = self.value(pos, (*path, key), depth + 1, "object")
             if not complete:
                 self.closed.add(path)
@@ -176,10 +202,12 @@ class _Reader:
         """Past the comma at ``pos``; one where no comma belongs, or just before ``close``, is noted."""
         if not expected:
             self.fix(path, "extra comma")
+        noted = len(self.fixes)
         after = self.skip(pos + 1, path)
+        plain = len(self.fixes) == noted  # no comment: skipping again from pos + 1 would end at ``after``, noting nothing
         if after < self.n and self.text[after] == close:
             self.fix(path, "trailing comma")
-        return pos + 1
+        return after if plain else pos + 1  # a comment is noted again where the next member is read
 
     def key(self, pos: int, path: Path) -> tuple[str, int, bool]:
         char = self.text[pos]
@@ -207,8 +235,10 @@ class _Reader:
             self.fix(path, "tuple as list")
         out: list[Any] = []
         expect_comma = False
+        text = self.text
         while True:
-            pos = self.skip(pos, path)
+            if pos < self.n and (text[pos] in "/#" or text[pos].isspace()):  # else there is nothing to skip
+                pos = self.skip(pos, path)
             if pos >= self.n:
                 return out, pos, False  # a list cut off: its length is unknown
             char = self.text[pos]
@@ -293,10 +323,9 @@ class _Reader:
             token = token[1:]
         if token.startswith(".") or token.endswith(".") or _LEADING_ZERO.match(token):
             self.fix(path, "number written loosely")
-        value = float(token)
         if _INTEGER.fullmatch(token):
             return int(token), end, True
-        return value, end, True
+        return float(token), end, True
 
     def word(self, match: re.Match[str], path: Path, context: str) -> tuple[Any, int, bool]:
         word, end = match.group(0), match.end()

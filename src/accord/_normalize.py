@@ -95,55 +95,155 @@ def types_of(node: dict[str, Any]) -> set[str]:
     return set()
 
 
+class Plan:
+    """What a walker needs to know of one schema node, read once: the node resolved (``raw``),
+    its union branches (``anyOf``/``oneOf``, first non-empty), its single ``allOf`` member, its
+    members (``enum``, or ``[const]``), its types, and its children.
+
+    Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
+    inspect the schema's dicts again at every value they visit."""
+
+    __slots__ = ("all_of", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
+                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
+                 "types")
+
+    def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
+        self.raw = raw
+        self.node = node  # the node as the schema holds it (a ``$ref`` unresolved): kept alive with its plan
+        self.empty = not raw
+        branches = None
+        for key in ("anyOf", "oneOf"):
+            found = raw.get(key)
+            if isinstance(found, list) and found:
+                branches = found
+                break
+        self.branches: list[Any] | None = branches
+        all_of = raw.get("allOf")
+        self.all_of: Any = all_of[0] if isinstance(all_of, list) and len(all_of) == 1 else None
+        self.members: list[Any] | None = (
+            raw["enum"] if isinstance(raw.get("enum"), list) else [raw["const"]] if "const" in raw else None
+        )
+        self.types = frozenset(types_of(raw))
+        # The types as coerce reads them: a node with properties or items is an object or an array.
+        self.shape_types = self.types or (
+            frozenset({"object"}) if "properties" in raw
+            else frozenset({"array"}) if "items" in raw or "prefixItems" in raw else frozenset()
+        )
+        self.props: dict[str, Any] = raw["properties"] if isinstance(raw.get("properties"), dict) else {}
+        extra = raw.get("additionalProperties")
+        self.extra: dict[str, Any] | None = extra if isinstance(extra, dict) else None
+        self.required: list[Any] = raw["required"] if isinstance(raw.get("required"), list) else []
+        self.prefix: list[Any] = raw["prefixItems"] if isinstance(raw.get("prefixItems"), list) else []
+        self.items: dict[str, Any] | None = raw["items"] if isinstance(raw.get("items"), dict) else None
+        fmt = raw.get("format")
+        self.fmt: str | None = fmt if fmt in ("date", "date-time") else None
+        self.free_text = "string" in self.types and not fmt and "pattern" not in raw  # the text normalizers apply
+        # The numeric or boolean reading of a node that takes no string (normalize).
+        self.scalar: str | None = None
+        if "string" not in self.types:
+            self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
+        # A string here is only trimmed and NFC'd (no union, member, number, boolean or date to read it
+        # as; the text normalizers aside, see ``free_text``): normalize does it without a walk.
+        self.text_only = not raw or (
+            branches is None and self.all_of is None and self.members is None and self.scalar is None and self.fmt is None
+        )
+        self.resolved_branches: list[dict[str, Any]] | None = None
+        self.folded_keys: dict[str, list[str]] | None = None
+        self.takes_null: bool | None = None
+
+
+EMPTY_PLAN = Plan({})
+Plans = dict[int, Plan]  # one schema's plans by the identity of their node (each plan holds its node)
+_TABLES: dict[int, tuple[dict[str, Any], Plans]] = {}  # id(root) -> (root, its plans)
+_MAX_ROOTS = 256
+
+
+def plans(root: dict[str, Any]) -> Plans:
+    """The plans of the nodes of one schema, filled by :func:`plan_in` as nodes are met.
+
+    Keyed by identity: each entry holds its root, and each plan its node, so no id is reused
+    while it lives; bounded (``_MAX_ROOTS`` schemas, the oldest dropped first; a schema's nodes
+    are finite)."""
+    table = _TABLES.get(id(root))
+    if table is not None and table[0] is root:
+        return table[1]
+    if len(_TABLES) >= _MAX_ROOTS:
+        del _TABLES[next(iter(_TABLES))]
+    _TABLES[id(root)] = (root, {})
+    return _TABLES[id(root)][1]
+
+
+def plan_in(table: Plans, node: Any, root: dict[str, Any]) -> Plan:
+    """The :class:`Plan` of a node of ``root`` (its ``$ref`` followed), built once per node.
+    Walkers look in ``table`` first (``table.get(id(node)) or plan_in(...)``)."""
+    if not node:
+        return EMPTY_PLAN
+    found = table.get(id(node))
+    if found is None:
+        resolved = resolve(node, root)
+        found = table[id(node)] = Plan(resolved, node) if resolved else Plan({}, node)
+    return found
+
+
+def plan(node: Any, root: dict[str, Any]) -> Plan:
+    """The :class:`Plan` of a node of ``root``."""
+    return plan_in(plans(root), node, root)
+
+
+def branches_of(found: Plan, root: dict[str, Any]) -> list[dict[str, Any]]:
+    """The union's branches resolved (once per plan)."""
+    if found.resolved_branches is None:
+        found.resolved_branches = [resolve(b, root) for b in found.branches or ()]
+    return found.resolved_branches
+
+
 class _Walker:
     def __init__(self, root: dict[str, Any], text: tuple[TextNormalizer, ...]) -> None:
         self.root = root
         self.text = text
+        self.table = plans(root)
 
     def walk(self, data: Any, node: Any, depth: int) -> Any:
-        node = resolve(node, self.root)
-        if not node or depth > 64:
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        if found.empty or depth > 64:
             return _plain(data)
-        for key in ("anyOf", "oneOf"):
-            branches = node.get(key)
-            if isinstance(branches, list) and branches:
-                return self.branch(data, [resolve(b, self.root) for b in branches], depth)
-        all_of = node.get("allOf")
-        if isinstance(all_of, list) and len(all_of) == 1:
-            return self.walk(data, all_of[0], depth + 1)
-        types = types_of(node)
-        if isinstance(node.get("enum"), list):
-            return _member(_plain(data), node["enum"])
-        if "const" in node:
-            return _member(_plain(data), [node["const"]])
+        if found.branches is not None:
+            return self.branch(data, branches_of(found, self.root), depth)
+        if found.all_of is not None:
+            return self.walk(data, found.all_of, depth + 1)
+        if found.members is not None:
+            return _member(_plain(data), found.members)
         if isinstance(data, dict):
-            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-            extra = node.get("additionalProperties")
-            return {  # keys are the schema's: never rewritten
-                key: self.walk(value, props.get(key, extra if isinstance(extra, dict) else None), depth + 1)
-                for key, value in data.items()
-            }
+            props, extra = found.props, found.extra
+            walked: dict[str, Any] = {}
+            for key, value in data.items():  # keys are the schema's: never rewritten
+                child = props.get(key, extra)
+                walked[key] = _text(value) if type(value) is str and self.text_only(child) else self.walk(value, child, depth + 1)
+            return walked
         if isinstance(data, list):
-            prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
-            items = node.get("items") if isinstance(node.get("items"), dict) else None
+            prefix, items = found.prefix, found.items
+            if not prefix:
+                if items is None or not self.text_only(items):
+                    return [self.walk(v, items, depth + 1) for v in data]
+                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1) for v in data]
             return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
-        if "string" not in types:
-            if "integer" in types:
-                return _integer(data)
-            if "number" in types:
-                return _number(data)
-            if "boolean" in types:
-                return _boolean(data)
+        scalar = found.scalar
+        if scalar is not None:
+            return _integer(data) if scalar == "integer" else _number(data) if scalar == "number" else _boolean(data)
         if isinstance(data, str):
-            fmt = node.get("format")
-            if fmt in ("date", "date-time"):
-                return _iso(_text(data), fmt)
-            if self.text and "string" in types and not fmt and "pattern" not in node:
+            if found.fmt is not None:
+                return _iso(_text(data), found.fmt)
+            if self.text and found.free_text:
                 out = _text(data)
                 for fn in self.text:
                     out = fn(out)
                 return out
         return _plain(data)
+
+    def text_only(self, node: Any) -> bool:
+        """Whether a string under this node is normalized to ``_text`` of it, as :meth:`walk` would."""
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        return found.text_only and not (self.text and found.free_text)
 
     def branch(self, data: Any, branches: list[dict[str, Any]], depth: int) -> Any:
         """Normalize under the one branch whose type fits the data; if none or several, leave it."""

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
-from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, shape_of
+from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, extract_json, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
@@ -36,19 +35,19 @@ LENIENT = Extract()
 _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
               "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
 # Text that may hold an echoed schema: any type name at all (for text read leniently).
-_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
+_ANY_HINT = re.compile("|".join(map(re.escape, ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double",
+                                                  "bool", "date", "yyyy"))))
 _ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "oneOf", "allOf", "type", "title"})
 _TYPE_NAMES = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
                          "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
 _NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
-_ANY_HINT = ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double", "bool", "date", "yyyy")
 _BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
 _STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:\.\d+)?)\**\s*\.?", re.I)
 _LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reading:
     """A valid output: the validated value, its JSON data, its canonical form and vote key, and the
     repairs and coercions it took (``{"path", "fix"}`` dicts; empty when read as written).
@@ -64,7 +63,7 @@ class Reading:
     open_ended: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Misreading:
     """An invalid output: which stage rejected it and the structured errors."""
 
@@ -116,8 +115,9 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits)
     tried: tuple[Any, Reading | Misreading] | None = None
+    misses: set[int] = set()  # where the strict reading found no JSON: the lenient one does not decode there again
     try:
-        raw = extract(text, schema)  # the value as written first: clean JSON costs what it always did
+        raw = extract_json(text, misses)  # the value as written first (what ``extract`` does for a JSON shape)
     except ExtractionFailure as failure:
         if str(failure.errors[0]["msg"]).startswith(("output nested", "output too long")):
             return Misreading("extract", tuple(failure.errors))
@@ -127,7 +127,7 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
             tried = (raw, reading)
             if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
                 return reading
-    found = _lenient(text, schema, normalizers, float_digits, tried)
+    found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses)
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
@@ -146,17 +146,23 @@ def _may_echo(data: Any) -> bool:
     return True
 
 
-_SHAPES: weakref.WeakKeyDictionary[Schema[Any], tuple[bool, frozenset[str]]] = weakref.WeakKeyDictionary()
+_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str]]] = {}  # id(schema) -> (schema, json?, types)
+_MAX_SHAPES = 256
 
 
 def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str]]:
-    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema."""
-    known = _SHAPES.get(schema)
-    if known is None:
+    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema.
+
+    Keyed by identity (a plain dict costs less than a WeakKeyDictionary on every read): each entry
+    holds its schema, so no id is reused while it lives; bounded, the oldest dropped first."""
+    known = _SHAPES.get(id(schema))
+    if known is None or known[0] is not schema:
         root = schema.json_schema or {}
         types = types_of(root) or ({"object"} if "properties" in root else set())
-        known = _SHAPES[schema] = (shape_of(schema) == "json", frozenset(types))
-    return known
+        if len(_SHAPES) >= _MAX_SHAPES:
+            del _SHAPES[next(iter(_SHAPES))]
+        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", frozenset(types))
+    return known[1], known[2]
 
 
 def _fits_root(data: Any, types: frozenset[str]) -> bool:
@@ -215,16 +221,17 @@ def _echo() -> Misreading:
 
 
 def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
-             tried: tuple[Any, Reading | Misreading] | None = None) -> Reading | Misreading | None:
+             tried: tuple[Any, Reading | Misreading] | None = None, *, misses: Collection[int] = ()) -> Reading | Misreading | None:
     """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
 
     A candidate that is JSON as written and valid as it is wins at once (the strict reading:
-    clean JSON costs what it did before any repair existed)."""
+    clean JSON costs what it did before any repair existed). ``misses``: where the strict
+    reading found no JSON value."""
     tally = _Tally()
     lowered = text.lower()
-    hinted = any(word in lowered for word in _ANY_HINT)
+    hinted = _ANY_HINT.search(lowered) is not None
     deferred = []
-    for candidate in _found(text, schema):
+    for candidate in _found(text, schema, misses, tally.enough):
         if tally.best is not None and tally.best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
@@ -279,6 +286,10 @@ class _Tally:
         self.echo = False
         self.failure: Misreading | None = None
 
+    def enough(self, origin: str) -> bool:
+        """Whether no candidate of this origin could beat the best so far (its least cost is no less)."""
+        return self.best is not None and self.best[0] <= FLOORS[origin]
+
     def beaten_by(self, cost: int) -> bool:
         """Whether a candidate of this cost could beat the best so far."""
         return self.best is None or cost < self.best[0]
@@ -296,9 +307,13 @@ class _Tally:
             self.failure = found
 
 
-def _found(text: str, schema: Schema[Any]) -> Iterator[Candidate]:
-    """Every candidate in the text, then the bare answer to a one-field object."""
-    yield from iter_candidates(text)
+def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
+           enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
+    """Every candidate in the text, then the bare answer to a one-field object; ``enough(origin)``
+    stops the search before the candidates of an origin that could not win (see :class:`_Tally`)."""
+    yield from iter_candidates(text, misses, enough)
+    if enough is not None and enough("implied"):
+        return
     implied = _implied(text, schema)
     if implied is not None:
         yield implied
