@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from ._extract import WHOLE, may_open
-from ._jsonish import Fix, NotJson, Path, parse
+from ._extract import WHOLE, fence_miss, may_be_json, may_open
+from ._jsonish import LITERALS, NULLISH, Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
 MAX_LENIENT_CHARS = 100_000
@@ -24,15 +23,22 @@ _MAX_ATTEMPTS = 32
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
 _OPEN = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
-_KV = re.compile(
+_KV_LINE = re.compile(
     r"^(?P<indent>[ \t]*)(?:[-*+][ \t]+)?(?:\*\*)?[\"']?(?P<key>[A-Za-z_][\w .\-]{0,40}?)[\"']?(?:\*\*)?[ \t]*[:=][ \t]*"
-    r"(?:\*\*)?[ \t]*(?P<value>.*?)[ \t]*$"
+    r"(?:\*\*)?[ \t]*(?P<value>.*)$"
 )
+
+
+def _kv(line: str) -> re.Match[str] | None:
+    """A ``key: value`` line (its value with the space after it: strip it), or None; a line with no
+    ``:`` or ``=`` is none at once."""
+    return _KV_LINE.match(line) if ":" in line or "=" in line else None
+_FIRST_WORD = re.compile(r"[A-Za-z_$][\w$]*")  # how _jsonish reads a word
+_VALUE_WORDS = frozenset(LITERALS) | NULLISH  # the words it reads as a value (true, None, NaN...)
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One value found in the text: the data, the repairs it needed, where it came from."""
 
     data: Any
@@ -52,15 +58,17 @@ def candidates(text: str) -> list[Candidate]:
     return list(iter_candidates(text))
 
 
-def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
+def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[str], bool] | None = None,
+                    known: dict[int, tuple[Any, int]] | None = None) -> Iterator[Candidate]:
     """:func:`candidates`, found lazily, in order.
 
     ``misses``: positions in the text already known to start no JSON value (``-1``: the whole
     text is none), from the strict reading (``_extract.extract_json``): not decoded again.
     ``enough(origin)``: asked before the candidates of an origin are looked for (``key-value``);
-    True stops the search there (the reader has a candidate that none of them could beat)."""
+    True stops the search there (the reader has a candidate that none of them could beat).
+    ``known``: values the strict reading decoded, by the start of their span, with its end."""
     seen: list[Any] = []
-    for candidate in _all(text, misses, enough):
+    for candidate in _all(text, misses, enough, known):
         if any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
             continue
         seen.append(candidate.data)
@@ -69,16 +77,22 @@ def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[s
             return
 
 
-def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | None) -> Iterator[Candidate]:
+def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | None,
+         known: dict[int, tuple[Any, int]] | None = None) -> Iterator[Candidate]:
     if len(text) > MAX_LENIENT_CHARS:
         return
-    for match in _FENCE.finditer(text):
-        body = match.group(2).strip()
+    read: list[tuple[int, int]] = []  # the spans of fenced values read: not read again as spans
+    for match in _FENCE.finditer(text) if "```" in text else ():
+        inside = match.group(2)
+        body = inside.strip()
         if body[:1] in "{[":
-            found = _read(body, 0)
+            at = match.start(2) + len(inside) - len(inside.lstrip())
+            found = _read(body, 0, fence_miss(match.start()) not in misses and at not in misses)
             if found is not None:
+                if found[1] < len(body):  # it ended inside the fence: the same value as a span
+                    read.append((at, at + found[1]))
                 yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
-    yield from _spans(text, misses)
+    yield from _spans(text, misses, known, read)
     if text.lstrip()[:1] not in ("{", "[") and WHOLE not in misses:  # else the spans have read it, or it is none
         whole = _whole(text)
         if whole is not None:
@@ -88,6 +102,8 @@ def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | Non
 
 def _whole(text: str) -> Candidate | None:
     """The whole text as one JSON value (a bare number or string, for a schema that takes one)."""
+    if not may_be_json(text, len(text) - len(text.lstrip(" \t\n\r"))):
+        return None
     try:
         return Candidate(json.loads(text))
     except (ValueError, RecursionError):
@@ -110,16 +126,19 @@ def _read(text: str, start: int, strict: bool = True) -> tuple[Candidate, int] |
     return Candidate(parsed.value, parsed.fixes, parsed.closed), parsed.end
 
 
-def _spans(text: str, misses: Collection[int] = ()) -> Iterator[Candidate]:
-    """Every ``{...}`` and ``[...]`` span, left to right; a span read is not read again inside."""
+def _spans(text: str, misses: Collection[int] = (), known: dict[int, tuple[Any, int]] | None = None,
+           read: list[tuple[int, int]] | None = None) -> Iterator[Candidate]:
+    """Every ``{...}`` and ``[...]`` span, left to right; a span read is not read again inside
+    (nor one in ``read``: ``(start, end)`` of the values fenced blocks held)."""
     done = attempts = 0
     for match in _OPEN.finditer(text):
-        if match.start() < done:
+        if match.start() < done or (read and any(start <= match.start() < end for start, end in read)):
             continue
         attempts += 1
         if attempts > _MAX_ATTEMPTS:
             return
-        found = _read(text, match.start(), match.start() not in misses)
+        decoded = known.get(match.start()) if known else None
+        found = (Candidate(decoded[0]), decoded[1]) if decoded is not None else _read(text, match.start(), match.start() not in misses)
         if found is None:
             continue
         candidate, done = found
@@ -134,7 +153,7 @@ def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        if _KV.match(lines[i]) is None:
+        if _kv(lines[i]) is None:
             i += 1
             continue
         if enough is not None and enough("key-value"):
@@ -144,7 +163,7 @@ def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[
             block, i = _block(lines, i, _indent(lines[i]))
         except NotJson:  # a value cut off: the block says no value
             i = max(i, start + 1)
-            while i < len(lines) and _KV.match(lines[i]):
+            while i < len(lines) and _kv(lines[i]):
                 i += 1
             continue
         if block:
@@ -162,13 +181,13 @@ def _block(lines: list[str], i: int, indent: int) -> tuple[dict[str, Any], int]:
         line = lines[i]
         if not line.strip():
             i += 1
-            if i < len(lines) and _KV.match(lines[i]) and _indent(lines[i]) >= indent:
+            if i < len(lines) and _kv(lines[i]) and _indent(lines[i]) >= indent:
                 continue
             break
-        match = _KV.match(line)
+        match = _kv(line)
         if match is None or _indent(line) != indent:
             break
-        key, value = match.group("key").strip(), match.group("value")
+        key, value = match.group("key").strip(), match.group("value").rstrip(" \t")
         i += 1
         if value:
             out[key] = _scalar(value)
@@ -178,7 +197,7 @@ def _block(lines: list[str], i: int, indent: int) -> tuple[dict[str, Any], int]:
             if _ITEM.match(nested):
                 items, i = _items(lines, i, _indent(nested))
                 out[key] = items
-            elif _KV.match(nested):
+            elif _kv(nested):
                 out[key], i = _block(lines, i, _indent(nested))
             else:
                 out[key] = ""
@@ -214,6 +233,9 @@ def _scalar(text: str) -> Any:
             return parse(text).value
         except NotJson:
             return text[1:-1]
+    word = _FIRST_WORD.match(text)
+    if word is not None and word.group(0) not in _VALUE_WORDS:
+        return text  # a word that names no literal: it reads as text whatever follows (no parse needed)
     try:
         parsed = parse(f"[{text}]")
     except NotJson:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._normalize import resolve
@@ -53,13 +54,35 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _fast_encode() -> Callable[[Any], str]:
+    """``_ENCODER.encode``, with the C encoder behind it made once (``encode`` makes it again at
+    every call); ``encode`` itself where there is no C encoder."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - another interpreter's json
+        return _ENCODER.encode
+    made = make(None, _ENCODER.default, encoder.encode_basestring, None, ":", ",", True, False, False)
+    text = encoder.encode_basestring
+
+    def encode(data: Any) -> str:
+        if isinstance(data, str):
+            return str(text(data))  # the C encoder takes a container or a number
+        return "".join(made(data, 0))
+
+    return encode
+
+
+_encode = _fast_encode()
+
+
 def canonical_key(data: Any, *, strict: bool = False) -> str:
     """Canonical JSON of data already in canonical form. A lone surrogate in a string, which
     UTF-8 cannot encode, is written as its JSON escape (``\\ud800``), so every key can be
     stored and hashed; ``strict=True`` raises :class:`NotUnicode` instead. ``ValueError`` for NaN
     or an infinity (JSON has no such number)."""
-    text = _ENCODER.encode(data)
-    if _SURROGATE.search(text) is None:
+    text = _encode(data)
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text  # the common case: one search
     if strict:
         raise NotUnicode("the value holds a lone surrogate: not valid Unicode text")
@@ -119,10 +142,13 @@ def _rounded(data: Any, digits: int) -> Any:
     if isinstance(data, float):
         return _number(data, digits)
     if isinstance(data, dict):
-        return {k: _rounded(v, digits) for k, v in data.items()}
+        return {k: v if type(v) in _AS_IS else _rounded(v, digits) for k, v in data.items()}
     if isinstance(data, list):
-        return [_rounded(v, digits) for v in data]
+        return [v if type(v) in _AS_IS else _rounded(v, digits) for v in data]
     return data
+
+
+_AS_IS = frozenset({str, int, bool, type(None)})  # what _rounded returns as it is (no call for them)
 
 
 def _number(value: float, digits: int) -> int | float:

@@ -80,10 +80,11 @@ def within(seconds: float | None, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
     if seconds <= 0:
         raise TimeUp("no time left to read the output")
-    token = _UNTIL.set(time.monotonic() + seconds)
+    until = time.monotonic() + seconds
+    token = _UNTIL.set(until)
     try:
         try:
-            _WATCHDOG.arm(time.monotonic() + seconds)  # inside the try: the interrupt may land as it returns
+            _WATCHDOG.arm(until)  # inside the try: the interrupt may land as it returns
             return fn(*args)
         finally:
             _WATCHDOG.settle()

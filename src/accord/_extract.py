@@ -32,9 +32,11 @@ _WORD = re.compile(r"[A-Za-z]+")
 _DECODER = json.JSONDecoder()
 _OPEN = re.compile(r"[\[{]")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
+_SPACES = frozenset(" \t\n\r")
 _OBJECT_GOES_ON = frozenset('"}')
 _VALUE_STARTS = frozenset('"{[-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
 _ARRAY_GOES_ON = _VALUE_STARTS | {"]"}
+_LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
 
 
 @dataclass(frozen=True)
@@ -115,43 +117,101 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
     """The first complete JSON object or array in the text (fenced blocks first), else the whole text.
 
     ``misses``, when given, collects the positions in the text where no JSON value starts (``-1``:
-    the whole text is none), so a lenient reading after this one need not decode them again."""
+    the whole text is none; :func:`fence_miss` of a fence's start: its body is none), so a lenient
+    reading after this one need not decode them again."""
+    found = first_json(text, misses)
+    if found is NOTHING:
+        raise ExtractionFailure("no JSON value found in the output")
+    return found
+
+
+NOTHING: Any = object()  # what :func:`first_json` finds in a text with no JSON value
+
+
+def fence_miss(start: int) -> int:
+    """The mark in ``misses`` of a fenced block (opening at ``start``) whose body is no JSON."""
+    return -2 - start
+
+
+def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None) -> Any:
+    """:func:`extract_json` without the exception: ``NOTHING`` when no JSON value is found (what
+    the lenient reader asks first, for nearly every text it reads). :class:`ExtractionFailure`
+    still for text nested too deeply. ``found``, when given, gets the value found in a ``{...}``
+    or ``[...]`` span by its start, with its end (so the lenient reader does not decode it again)."""
     check_depth(text)
-    for match in _FENCE.finditer(text):
-        body = match.group(2).strip()
-        try:
-            return json.loads(body)
-        except ValueError:
-            continue
     missed: set[int] = set() if misses is None else misses
+    for match in _FENCE.finditer(text) if "```" in text else ():
+        inside = match.group(2)
+        body = inside.strip()
+        if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
+            at = match.start(2) + len(inside) - len(inside.lstrip())
+            try:
+                if may_open(text, at):
+                    value, end = _DECODER.raw_decode(text, at)
+                    if found is not None:
+                        found[at] = (value, end)
+                    if end <= at + len(body) and not text[end : at + len(body)].strip():
+                        return value  # the whole body: what json.loads(body) reads
+                else:
+                    missed.add(at)
+            except ValueError:
+                missed.add(at)
+        elif may_be_json(body):
+            try:
+                return json.loads(body)
+            except ValueError:
+                pass
+        missed.add(fence_miss(match.start()))
     for tries, match in enumerate(_OPEN.finditer(text), 1):
         if tries > _MAX_DECODE_TRIES:
             break
+        if match.start() in missed:
+            continue  # a fence's body that opens here is no JSON
+        if found and match.start() in found:
+            return found[match.start()][0]  # a fence's body that opens here is JSON, with more after it
         try:
             if may_open(text, match.start()):
-                value, _ = _DECODER.raw_decode(text, match.start())
+                value, end = _DECODER.raw_decode(text, match.start())
+                if found is not None:
+                    found[match.start()] = (value, end)
                 return value
         except ValueError:
             pass
         missed.add(match.start())
     first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
-    if first not in missed and text[first : first + 1] in _VALUE_STARTS:  # else json.loads would certainly fail
+    if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
         try:
             return json.loads(text)
         except ValueError:
             pass
     missed.add(WHOLE)
-    raise ExtractionFailure("no JSON value found in the output")
+    return NOTHING
 
 
 def may_open(text: str, start: int) -> bool:
     """Whether the ``{`` or ``[`` at ``start`` may open a JSON value: after JSON's space, ``"`` or
-    ``}`` in an object, a value's first character or ``]`` in an array. False: ``raw_decode``
-    there certainly fails (so it need not be tried: its error costs more than this look)."""
-    after = _JSON_SPACE.match(text, start + 1).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    ``}`` in an object, a value's first character or ``]`` in an array, and a closing bracket of
+    its kind somewhere after it. False: ``raw_decode`` there certainly fails (so it need not be
+    tried: its error costs more than this look)."""
+    after = start + 1
+    if text[after : after + 1] in _SPACES:  # (most openings have none after them: no match to run)
+        after = _JSON_SPACE.match(text, after).end()  # type: ignore[union-attr]  # the pattern matches the empty string
     if after >= len(text):
         return False  # nothing after the opening: cut off
-    return text[after] in (_OBJECT_GOES_ON if text[start] == "{" else _ARRAY_GOES_ON)
+    if text[start] == "{":
+        return text[after] in _OBJECT_GOES_ON and text.rfind("}", after) >= 0  # no "}" after it: cut off
+    return text[after] in _ARRAY_GOES_ON and text.rfind("]", after) >= 0
+
+
+def may_be_json(text: str, first: int = 0) -> bool:
+    """Whether the whole text may be one JSON value, its first character at ``first`` (after JSON's
+    space). False: ``json.loads`` certainly fails (its error costs more than this look): a word
+    that opens no literal, or a literal (``true``, ``null``...) with more than space after it."""
+    char = text[first : first + 1]
+    if char not in _VALUE_STARTS:
+        return False
+    literal = _LITERALS.get(char)
+    return literal is None or text[first:].rstrip(" \t\n\r") == literal
 
 
 def check_depth(text: str) -> None:
@@ -226,12 +286,9 @@ def _number(text: str) -> int | float:
 
 
 def _bool(text: str) -> bool | str:
-    try:
-        value = json.loads(text.lower())
-        if isinstance(value, bool):
-            return value
-    except ValueError:
-        pass
+    literal = text.lower().strip(" \t\n\r")  # JSON's true or false (what json.loads would read)
+    if literal in ("true", "false"):
+        return literal == "true"
     for word in _WORD.findall(text)[:3]:
         if word.lower() in _BOOL_WORDS:
             return _BOOL_WORDS[word.lower()]

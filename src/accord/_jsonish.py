@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 MAX_DEPTH = 128
 MAX_DIGITS = 4300  # Python's limit on int <-> str conversion
@@ -36,13 +35,11 @@ _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
 _CONTROL = re.compile(r"[\x00-\x1f]")
 _INNER_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
-_LEADING_ZERO = re.compile(r"-?0\d")
-_INTEGER = re.compile(r"-?\d+")
 _PLAIN = re.compile(r'[^\\\x00-\x1f"]*')
 _BAD_ESCAPE = re.compile(r'(?<!\\)((?:\\\\)*)\\(?!["\\/bfnrtu])')
 _PY_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8})")
-_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
-_NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
+LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+NULLISH = {"undefined", "NaN", "Infinity", "nan", "inf"}
 _AFTER_STRING = re.compile(r"[ \t]*(?:[,:}\]\)\n]|\Z|//|#|/\*)")
 # The common cases in one match each (what the general path would read, and no repair): a plain
 # double-quoted key, its colon and the space after (no comment there); a plain double-quoted
@@ -64,16 +61,16 @@ class Cut(NotJson):
     """The text ended inside a value that cannot be completed (a string, number, literal or list)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Fix:
-    """One repair made to the text: ``kind`` (e.g. "unquoted key") at ``path`` in the value."""
+class Fix(NamedTuple):
+    """One repair made to the text: ``kind`` (e.g. "unquoted key") at ``path`` in the value.
+    (Named tuples, here and below: made many times a reading, and cheaper to make than a frozen
+    dataclass.)"""
 
     path: Path
     kind: str
 
 
-@dataclass(frozen=True, slots=True)
-class Parsed:
+class Parsed(NamedTuple):
     """A value read leniently: where it ends in the text, the repairs made, the objects closed."""
 
     value: Any
@@ -113,7 +110,10 @@ class _Reader:
         if text[pos] not in "/#":
             if not text[pos].isspace():  # nothing to skip (``\s`` is str.isspace)
                 return pos
-            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s+ at a space
+            if pos + 1 < self.n and not text[pos + 1].isspace():
+                pos += 1  # one space: the common case, no match to run
+            else:
+                pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s+ at a space
             if pos >= self.n or text[pos] not in "/#":
                 return pos  # space alone: the common case, one match
         end = _SKIP.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
@@ -288,7 +288,7 @@ class _Reader:
         return self.decode(body, path), match.end(), True
 
     def decode(self, body: str, path: Path) -> str:
-        if _PLAIN.fullmatch(body):
+        if "\\" not in body and '"' not in body and (body.isprintable() or _PLAIN.fullmatch(body)):
             return body  # no escape, no control character: the text is the string
         try:
             return json.loads(f'"{body}"')  # type: ignore[no-any-return]
@@ -321,22 +321,23 @@ class _Reader:
         if token.startswith("+"):
             self.fix(path, "leading '+'")
             token = token[1:]
-        if token.startswith(".") or token.endswith(".") or _LEADING_ZERO.match(token):
+        digits = token[1:] if token[0] == "-" else token
+        if token[0] == "." or token[-1] == "." or (digits[0] == "0" and digits[1:2].isdecimal()):  # .5, 5., 05 (-?0\d)
             self.fix(path, "number written loosely")
-        if _INTEGER.fullmatch(token):
+        if "." not in token and "e" not in token and "E" not in token:  # -?\d+
             return int(token), end, True
         return float(token), end, True
 
     def word(self, match: re.Match[str], path: Path, context: str) -> tuple[Any, int, bool]:
         word, end = match.group(0), match.end()
         follows = self.text[end : end + 1]
-        if word in _LITERALS and (not follows or not (follows.isalnum() or follows == "_")):
+        if word in LITERALS and (not follows or not (follows.isalnum() or follows == "_")):
             if end >= self.n and context != "top":
                 return None, end, False  # "tru" or "true" at the very end: maybe cut
             if word not in ("true", "false", "null"):
-                self.fix(path, f"{word} as {json.dumps(_LITERALS[word])}")
-            return _LITERALS[word], end, True
-        if word in _NULLISH:
+                self.fix(path, f"{word} as {json.dumps(LITERALS[word])}")
+            return LITERALS[word], end, True
+        if word in NULLISH:
             if end >= self.n and context != "top":
                 return None, end, False
             self.fix(path, f"{word} as null")

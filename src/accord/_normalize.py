@@ -65,7 +65,22 @@ def nfkc(text: str) -> str:
 
 def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = ()) -> Any:
     """Normalized copy of ``data`` under ``schema`` (a JSON Schema; ``None`` means no guidance)."""
-    return _Walker(schema or {}, tuple(text)).walk(data, schema or {}, 0)
+    root = _NO_SCHEMA if schema is None else schema
+    if text:
+        return _Walker(root, tuple(text)).walk(data, root, 0)
+    walker = _WALKERS.get(id(root))  # a walker keeps no state of its own walks: one per schema
+    if walker is None or walker.root is not root:
+        if len(_WALKERS) >= _MAX_ROOTS:
+            del _WALKERS[next(iter(_WALKERS))]
+        walker = _WALKERS[id(root)] = _Walker(root, ())
+    return walker.walk(data, root, 0)
+
+
+_NO_SCHEMA: dict[str, Any] = {}
+# What every walk returns as it is, whatever the node (only strings are read as numbers, members,
+# booleans or dates, and only floats as integers): not walked at all.
+_KEPT = frozenset({int, bool, type(None)})
+_WALKERS: dict[int, _Walker] = {}  # id(root) -> its walker without text normalizers (each holds its root)
 
 
 def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +110,13 @@ def types_of(node: dict[str, Any]) -> set[str]:
     return set()
 
 
+# The JSON Schema types of each scalar Python type (a bool is no integer, an int is also a number).
+_SCALAR_KINDS: dict[type, frozenset[str]] = {
+    type(None): frozenset({"null"}), bool: frozenset({"boolean"}), int: frozenset({"integer", "number"}),
+    float: frozenset({"number"}), str: frozenset({"string"}),
+}
+
+
 class Plan:
     """What a walker needs to know of one schema node, read once: the node resolved (``raw``),
     its union branches (``anyOf``/``oneOf``, first non-empty), its single ``allOf`` member, its
@@ -103,7 +125,7 @@ class Plan:
     Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
     inspect the schema's dicts again at every value they visit."""
 
-    __slots__ = ("all_of", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
+    __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
                  "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
                  "types")
 
@@ -147,6 +169,12 @@ class Plan:
         self.text_only = not raw or (
             branches is None and self.all_of is None and self.members is None and self.scalar is None and self.fmt is None
         )
+        # The Python types of a scalar coerce leaves as it is here (the walk would only return it).
+        self.as_is: frozenset[type] = frozenset(
+            kind for kind, kinds in _SCALAR_KINDS.items()
+            if branches is None and self.all_of is None and self.members is None and self.shape_types and kinds & self.shape_types
+            and (kind is not type(None) or "null" in self.shape_types)
+        ) if raw else frozenset(_SCALAR_KINDS)
         self.resolved_branches: list[dict[str, Any]] | None = None
         self.folded_keys: dict[str, list[str]] | None = None
         self.takes_null: bool | None = None
@@ -214,11 +242,19 @@ class _Walker:
         if found.members is not None:
             return _member(_plain(data), found.members)
         if isinstance(data, dict):
-            props, extra = found.props, found.extra
+            props, extra, table, free = found.props, found.extra, self.table, bool(self.text)
             walked: dict[str, Any] = {}
             for key, value in data.items():  # keys are the schema's: never rewritten
+                if type(value) in _KEPT:
+                    walked[key] = value
+                    continue
                 child = props.get(key, extra)
-                walked[key] = _text(value) if type(value) is str and self.text_only(child) else self.walk(value, child, depth + 1)
+                if type(value) is str:  # a string under a text-only node is only trimmed and NFC'd (no walk)
+                    below = table.get(id(child)) or plan_in(table, child, self.root)
+                    if below.text_only and not (free and below.free_text):
+                        walked[key] = _nfc("NFC", value).strip()
+                        continue
+                walked[key] = self.walk(value, child, depth + 1)
             return walked
         if isinstance(data, list):
             prefix, items = found.prefix, found.items
@@ -283,6 +319,9 @@ def _plain(data: Any) -> Any:
 
 def _text(value: str) -> str:
     return unicodedata.normalize("NFC", value).strip()
+
+
+_nfc = unicodedata.normalize
 
 
 def fold(value: str) -> str:

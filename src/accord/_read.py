@@ -21,7 +21,7 @@ from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
-from ._extract import ECHO, MAX_DIGITS, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, extract_json, shape_of
+from ._extract import ECHO, MAX_DIGITS, NOTHING, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, first_json, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
 from ._schema import Schema
@@ -63,12 +63,37 @@ class Reading:
     open_ended: bool = False
 
 
-@dataclass(frozen=True, slots=True)
 class Misreading:
-    """An invalid output: which stage rejected it and the structured errors."""
+    """An invalid output: which stage rejected it (``stage``: "extract" | "validate") and the
+    structured ``errors``; given a :class:`ValidationFailure` in their place, they are made from it
+    when first asked for (most failed candidates of a lenient reading are only counted)."""
 
-    stage: str  # "extract" | "validate"
-    errors: tuple[dict[str, Any], ...]
+    __slots__ = ("_errors", "_failure", "stage")
+
+    def __init__(self, stage: str, errors: tuple[dict[str, Any], ...] | ValidationFailure) -> None:
+        self.stage = stage
+        self._errors = errors if isinstance(errors, tuple) else None
+        self._failure = None if isinstance(errors, tuple) else errors
+
+    @property
+    def errors(self) -> tuple[dict[str, Any], ...]:
+        if self._errors is None:
+            assert self._failure is not None
+            self._errors, self._failure = tuple(self._failure.errors), None
+        return self._errors
+
+    @property
+    def count(self) -> int:
+        """How many errors (without making them)."""
+        return len(self._errors) if self._errors is not None else self._failure.count if self._failure is not None else 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Misreading) and (self.stage, self.errors) == (other.stage, other.errors)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking: compared by value, never hashed
+
+    def __repr__(self) -> str:
+        return f"Misreading(stage={self.stage!r}, errors={self.errors!r})"
 
     @property
     def message(self) -> str:
@@ -116,34 +141,36 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
         return _strict(text, schema, normalizers, float_digits)
     tried: tuple[Any, Reading | Misreading] | None = None
     misses: set[int] = set()  # where the strict reading found no JSON: the lenient one does not decode there again
+    known: dict[int, tuple[Any, int]] = {}  # and what it decoded, by where
     try:
-        raw = extract_json(text, misses)  # the value as written first (what ``extract`` does for a JSON shape)
-    except ExtractionFailure as failure:
-        if str(failure.errors[0]["msg"]).startswith(("output nested", "output too long")):
-            return Misreading("extract", tuple(failure.errors))
-    else:
-        if _fits_root(raw, root_types):
-            reading = _settle(raw, schema, normalizers, float_digits)
-            tried = (raw, reading)
-            if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
-                return reading
-    found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses)
+        raw = first_json(text, misses, known)  # the value as written first (what ``extract`` does for a JSON shape)
+    except ExtractionFailure as failure:  # nested too deeply
+        return Misreading("extract", tuple(failure.errors))
+    if raw is not NOTHING and _fits_root(raw, root_types):
+        reading = _settle(raw, schema, normalizers, float_digits)
+        tried = (raw, reading)
+        if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
+            return reading
+    found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses, known=known)
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
 def _may_echo(data: Any) -> bool:
     """A cheap test before :func:`echoed` on valid JSON as written (so clean JSON pays ~1 us): an
-    echo has schema keywords at its top level, or no top-level text that is not a type name."""
+    echo has schema keywords at its top level, or no top-level text that is not a type name (and
+    then, with no text at all there, an object or a list inside)."""
     if isinstance(data, list):
         return any(_may_echo(item) for item in data[:8])
     if not isinstance(data, dict):
         return isinstance(data, str) and data.strip().casefold() in _TYPE_NAMES
     if not _ECHO_KEYS.isdisjoint(data):
         return True
+    nested = False
     for value in data.values():
         if isinstance(value, str):
             return value.strip().casefold() in _TYPE_NAMES  # one real text: no signature echo
-    return True
+        nested = nested or isinstance(value, (dict, list))
+    return nested  # no text, no keyword: only what it holds could be an echo
 
 
 _SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str]]] = {}  # id(schema) -> (schema, json?, types)
@@ -198,7 +225,7 @@ def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str],
     try:
         value, _ = validate(normalized, data, schema)
     except ValidationFailure as failure:
-        return Misreading("validate", tuple(failure.errors))
+        return Misreading("validate", failure)
     return value
 
 
@@ -221,17 +248,16 @@ def _echo() -> Misreading:
 
 
 def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
-             tried: tuple[Any, Reading | Misreading] | None = None, *, misses: Collection[int] = ()) -> Reading | Misreading | None:
+             tried: tuple[Any, Reading | Misreading] | None = None, *, misses: Collection[int] = (),
+             known: dict[int, tuple[Any, int]] | None = None) -> Reading | Misreading | None:
     """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
 
     A candidate that is JSON as written and valid as it is wins at once (the strict reading:
     clean JSON costs what it did before any repair existed). ``misses``: where the strict
     reading found no JSON value."""
-    tally = _Tally()
-    lowered = text.lower()
-    hinted = _ANY_HINT.search(lowered) is not None
+    tally = hinted = _Tally(text)
     deferred = []
-    for candidate in _found(text, schema, misses, tally.enough):
+    for candidate in _found(text, schema, misses, tally.enough, known):
         if tally.best is not None and tally.best[0] <= FLOORS[candidate.origin]:
             break  # nothing from here on can cost less than the best so far
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
@@ -240,20 +266,31 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
             checked = tried[1] if same and tried is not None else _check(candidate.data, schema, normalizers)
             if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
                 return _finish(checked, schema, float_digits, ())
-        fixed = sum(_FIX_COSTS.get(f.kind, 1) for f in candidate.fixes)
-        data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
-        if not candidate.fixes and not coercions:  # invalid as written, and nothing to coerce
-            if hinted and echoed(candidate.data, schema):
-                tally.echo = True
-            elif isinstance(checked, Misreading):
-                tally.fail(checked)
-            continue
-        if candidate.fixes and not any(c.breaking for c in coercions) and (tally.best is None or fixed < tally.best[0]):
-            # Nothing the coercer would change makes the data invalid as it stands, so the data as
-            # read is tried first: a value valid as it is is never coerced (a key "start " stays).
+        fixed = 0
+        for f in candidate.fixes:
+            fixed += _FIX_COSTS.get(f.kind, 1)
+        if candidate.fixes and (tally.best is None or fixed < tally.best[0]):
+            # The data as read is tried first: a value valid as it is is never coerced (a key
+            # "start " stays), and needs no coercer's walk. (A data the coercer would have to
+            # change for its types, a scalar where a list belongs, is invalid as it stands unless
+            # the schema's own validators take it: then it is taken as they took it.)
             found = _try(candidate, candidate.data, [], fixed, schema=schema, normalizers=normalizers, hinted=hinted)
-            if not isinstance(found, Misreading) or not coercions:
+            if not isinstance(found, Misreading):
                 tally.take(found)
+                continue
+            data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
+            if not coercions:
+                tally.take(found)
+                continue
+        elif candidate.fixes:
+            continue  # cannot win: its repairs alone cost no less than the best so far
+        else:
+            data, coercions, misfits = coerce(candidate.data, schema.json_schema, candidate.closed)
+            if not coercions:  # invalid as written, and nothing to coerce
+                if hinted() and echoed(candidate.data, schema):
+                    tally.echo = True
+                elif isinstance(checked, Misreading):
+                    tally.fail(checked)
                 continue
         cost = fixed + sum(c.cost for c in coercions)
         if not tally.beaten_by(cost):
@@ -279,12 +316,23 @@ _Found = tuple[int, Any, tuple[dict[str, str], ...], bool]  # (cost, value, coer
 
 
 class _Tally:
-    """The candidates tried so far: the best valid one, whether one was an echo, the most telling failure."""
+    """The candidates tried so far: the best valid one, whether one was an echo, the most telling
+    failure; and, called, whether the text names any type at all (so it may hold an echoed
+    schema), looked for once and only when asked."""
 
-    def __init__(self) -> None:
+    __slots__ = ("best", "echo", "failure", "hint", "text")
+
+    def __init__(self, text: str) -> None:
         self.best: _Found | None = None
         self.echo = False
         self.failure: Misreading | None = None
+        self.text = text
+        self.hint: bool | None = None
+
+    def __call__(self) -> bool:
+        if self.hint is None:
+            self.hint = _ANY_HINT.search(self.text.lower()) is not None
+        return self.hint
 
     def enough(self, origin: str) -> bool:
         """Whether no candidate of this origin could beat the best so far (its least cost is no less)."""
@@ -297,21 +345,21 @@ class _Tally:
     def take(self, found: _Found | Misreading | str) -> None:
         if isinstance(found, tuple):
             self.best = found
-        elif found == "echo":
-            self.echo = True
         elif isinstance(found, Misreading):
             self.fail(found)
+        elif found == "echo":
+            self.echo = True
 
     def fail(self, found: Misreading) -> None:
-        if self.failure is None or len(found.errors) < len(self.failure.errors):
+        if self.failure is None or found.count < self.failure.count:
             self.failure = found
 
 
 def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
-           enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
+           enough: Callable[[str], bool] | None = None, known: dict[int, tuple[Any, int]] | None = None) -> Iterator[Candidate]:
     """Every candidate in the text, then the bare answer to a one-field object; ``enough(origin)``
     stops the search before the candidates of an origin that could not win (see :class:`_Tally`)."""
-    yield from iter_candidates(text, misses, enough)
+    yield from iter_candidates(text, misses, enough, known)
     if enough is not None and enough("implied"):
         return
     implied = _implied(text, schema)
@@ -320,29 +368,26 @@ def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
 
 
 def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
-         normalizers: Sequence[Callable[[str], str]], hinted: bool) -> _Found | Misreading | str:
+         normalizers: Sequence[Callable[[str], str]], hinted: _Tally) -> _Found | Misreading | str:
     """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
-    if hinted and _may_echo(candidate.data) and echoed(candidate.data, schema):
+    if _may_echo(candidate.data) and hinted() and echoed(candidate.data, schema):
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
-    return cost, checked, tuple(_dedupe([_fix(f) for f in candidate.fixes] + [c.to_dict() for c in coercions])), candidate.open_end
+    return cost, checked, _said(candidate.fixes, coercions), candidate.open_end
 
 
-def _fix(fix: Fix) -> dict[str, str]:
-    return {"path": ".".join(map(str, fix.path)), "fix": fix.kind}
-
-
-def _dedupe(items: list[dict[str, str]]) -> list[dict[str, str]]:
+def _said(fixes: tuple[Fix, ...], coercions: list[Coercion]) -> tuple[dict[str, str], ...]:
+    """The repairs, then the coercions, as ``{"path", "fix"}`` dicts, each (path, fix) once."""
     seen: set[tuple[str, str]] = set()
     out = []
-    for item in items:
-        mark = (item["path"], item["fix"])
+    for path, kind in [*fixes, *((c.path, c.fix) for c in coercions)]:
+        mark = (".".join(map(str, path)), kind)
         if mark not in seen:
             seen.add(mark)
-            out.append(item)
-    return out
+            out.append({"path": mark[0], "fix": kind})
+    return tuple(out)
 
 
 def _implied(text: str, schema: Schema[Any]) -> Candidate | None:

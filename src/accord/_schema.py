@@ -13,6 +13,7 @@ import functools
 import json
 import re
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -89,11 +90,53 @@ class Grammar:
 
 
 class ValidationFailure(AccordError):
-    """Raised by :meth:`Schema.validate`; ``errors`` are structured dicts (loc, msg, type)."""
+    """Raised by :meth:`Schema.validate`; ``errors`` are structured dicts (loc, msg, type).
 
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__("; ".join(_error_line(e) for e in errors))
-        self.errors = errors
+    ``errors`` may also be a function that makes them, with their ``count``: they are made when
+    first asked for (the lenient reader validates many candidates, and most failures are only
+    counted)."""
+
+    def __init__(self, errors: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]], count: int | None = None) -> None:
+        Exception.__init__(self)
+        self.result = None
+        self._message: str | None = None
+        self._errors = errors if isinstance(errors, list) else None
+        self._make = None if isinstance(errors, list) else errors
+        self.count = len(errors) if isinstance(errors, list) else int(count or 0)
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        if self._errors is None:
+            assert self._make is not None
+            self._errors, self._make = self._make(), None
+        return self._errors
+
+    @property
+    def message(self) -> str:
+        """AccordError's message, made from the errors when first asked for."""
+        if self._message is None:
+            self._message = "; ".join(_error_line(e) for e in self.errors)
+        return self._message
+
+    @message.setter
+    def message(self, value: str) -> None:
+        self._message = value
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"ValidationFailure({self.errors!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ValidationFailure, (self.errors,))
+
+
+def _pydantic_errors(exc: pydantic.ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": tuple(e["loc"]), "msg": e["msg"], "type": e["type"], **({} if e["type"] == "missing" else {"input": _short(e.get("input"))})}
+        for e in exc.errors(include_url=False)
+    ]
 
 
 def _error_line(error: dict[str, Any]) -> str:
@@ -228,13 +271,7 @@ class Schema(Generic[T]):
             try:
                 return self._adapter.validate_python(data)  # type: ignore[no-any-return]  # the adapter is of T
             except pydantic.ValidationError as exc:
-                raise ValidationFailure(
-                    [
-                        {"loc": tuple(e["loc"]), "msg": e["msg"], "type": e["type"],
-                         **({} if e["type"] == "missing" else {"input": _short(e.get("input"))})}
-                        for e in exc.errors(include_url=False)
-                    ]
-                ) from None
+                raise ValidationFailure(functools.partial(_pydantic_errors, exc), exc.error_count()) from None
         if self.kind == "json":
             errors = sorted(self._validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
             if errors:
