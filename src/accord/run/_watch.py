@@ -72,7 +72,7 @@ class Watch:
     def begin(self, prompt: Any) -> None:
         if self.tracer is None:
             return
-        attrs = telemetry.run_start(self.schema.name, self.policy, self.backend, prompt, self.content)
+        attrs = telemetry.run_start(self.schema.name, self.policy, prompt, self.content)
         self.span = self.tracer.start_span("accord.run", attributes=attrs)  # the sampler sees them
         self.context = telemetry.api().set_span_in_context(self.span)
         self.recording = self.span.is_recording()
