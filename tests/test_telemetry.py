@@ -227,6 +227,25 @@ def test_spans_made_inside_the_model_call_nest_under_its_span_sync_and_async(tra
         assert len(inner) == 2 and {parent_of(s) for s in inner} == calls
 
 
+def test_the_model_call_sees_the_callers_context_with_its_span_current_in_a_worker_thread_too(traced: Traced) -> None:
+    from opentelemetry import baggage, context, trace
+
+    seen: list[tuple[object, int]] = []
+
+    def sync_model(prompt: str) -> str:  # a blocking backend: the call runs in a worker thread
+        seen.append((baggage.get_baggage("tenant"), trace.get_current_span().get_span_context().span_id))
+        time.sleep(0.01)
+        return GOOD
+
+    stab = Stabilizer(models.function(sync_model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=traced.telemetry())
+    token = context.attach(baggage.set_baggage("tenant", "t-42"))
+    try:
+        stab.run("q")
+    finally:
+        context.detach(token)
+    assert sorted(seen) == sorted(("t-42", span_id(c)) for c in traced.calls())
+
+
 class _DropsRuns(Sampler):
     """Samples like the SDK's default (parent-based, always on) but drops every ``accord.run``;
     keeps the name of every span it was asked about (every span started)."""

@@ -59,18 +59,19 @@ _lock = threading.Lock()
 # What a traced call uses each time, bound once by ``api()`` when it finds the API.
 attach: Any = None  # opentelemetry.context.attach
 detach: Any = None  # opentelemetry.context.detach
+in_context: Any = None  # opentelemetry.trace.set_span_in_context
 CLIENT: Any = None  # opentelemetry.trace.SpanKind.CLIENT
 
 
 @functools.cache
 def api() -> Any:
     """``opentelemetry.trace``, or None when the API is not installed (looked up once)."""
-    global attach, detach, CLIENT  # bound once, read on every traced call
+    global attach, detach, in_context, CLIENT  # bound once, read on every traced call
     try:
         from opentelemetry import context, trace
     except ImportError:
         return None
-    attach, detach, CLIENT = context.attach, context.detach, trace.SpanKind.CLIENT
+    attach, detach, in_context, CLIENT = context.attach, context.detach, trace.set_span_in_context, trace.SpanKind.CLIENT
     return trace
 
 
