@@ -28,8 +28,9 @@ and of this tree, each in fresh processes taking turns (target: off no slower th
 counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
 not move with the machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
 the machine instructions a ballot takes (valgrind's callgrind, the same process run twice, with
-and without the measured runs, the difference divided by their ballots): slow (minutes), and the
-same on an idle machine and a loaded one.
+and without the measured runs, the difference divided by their ballots), and the SDK's price of
+each thing a span may be asked for (an attribute at the start, a batch of them after it, a list,
+being made current, an event): slow (minutes), and the same on an idle machine and a loaded one.
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ ARMS = {
 }
 PROCESSORS = {"batch": "BatchSpanProcessor", "simple": "SimpleSpanProcessor"}
 FLOORS = {"floor": "the SDK alone, the same spans", "bare": "the SDK alone, spans bare"}
+PRICES = {  # what --instructions prices on the SDK: each a child span started and ended, with...
+    "span": "a span (started, ended; a child)",
+    "int8": "8 int attributes at its start",
+    "str8": "8 string attributes at its start",
+    "list1": "1 list attribute (of 1 string) at its start",
+    "batch1": "set_attributes() of 1 int, after its start",
+    "batch8": "set_attributes() of 8 ints, after its start",
+    "set1": "set_attribute() of 1 int, after its start",
+    "current": "made current (set_span_in_context, attach, detach)",
+    "event": "an event with 4 attributes",
+}
 
 
 def _nothing(_: Any) -> None:
@@ -244,7 +256,39 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
     return statistics.median(samples) * 1e6
 
 
-def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100) -> dict[tuple[str, Path], float]:
+def sdk_price(what: str, count: int, processor: str = "batch") -> None:
+    """``count`` times one entry of :data:`PRICES` on the no-op pipeline (after a warm-up), for
+    --instructions to count: what the SDK takes for each thing accord may ask of it."""
+    from opentelemetry import context, trace
+
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("price")
+    parent = trace.set_span_in_context(tracer.start_span("parent"))
+    ints = {f"accord.n{i}": i for i in range(8)}
+    strs = {f"accord.s{i}": "chat" for i in range(8)}
+    at_start = {"int8": ints, "str8": strs, "list1": {"gen_ai.response.finish_reasons": ["stop"]}}.get(what)
+    after = {"batch1": {"accord.n": 1}, "batch8": ints}.get(what)
+
+    def one() -> None:
+        span = tracer.start_span("chat", context=parent, attributes=at_start)
+        if after is not None:
+            span.set_attributes(after)
+        elif what == "set1":
+            span.set_attribute("accord.n", 1)
+        elif what == "current":
+            context.detach(context.attach(trace.set_span_in_context(span, parent)))
+        elif what == "event":
+            span.add_event("accord.retry", {"accord.slot": 0, "accord.attempt": 2, "accord.reason": "invalid", "accord.wait": 0.5})
+        span.end()
+
+    for n in range(50 + count):
+        one()
+        if n % 400 == 399:
+            provider.force_flush()  # a batch processor's queue emptied now and then (no span dropped)
+    provider.shutdown()
+
+
+def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100, per: int = 5) -> dict[tuple[str, Path], float]:
     """Machine instructions a ballot of each ``(what, src)`` (an arm, or ``floor``; accord imported
     from ``src``) takes, counted by valgrind: a fresh process with ``runs`` measured runs after the
     warm-up, less one with none; two processes at a time."""
@@ -260,12 +304,14 @@ def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100)
     jobs = [(what, src, n) for what, src in whats for n in (runs, 0)]
     with ThreadPoolExecutor(2) as pool:
         counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
-    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * 5) for what, src in whats}
+    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * per) for what, src in whats}
 
 
 def _ir_child(what: str, runs: int, processor: str) -> None:
     """What ``instructions`` counts: the warm-up, then ``runs`` runs of ``what``."""
-    if what in FLOORS:
+    if what in PRICES:
+        sdk_price(what, runs, processor)
+    elif what in FLOORS:
         ballot_floor(time.process_time, processor, runs=runs + 1, bare=what == "bare")  # one more: the same work outside the runs
     else:
         measure(20, 5, arm=what, processor=processor)
@@ -330,6 +376,13 @@ def counted(arms: list[str], processor: str, ref: str | None) -> None:
             count = found[(what, src)]
             against_off = "" if what == "off" or what in FLOORS else f" ({count - off:+,.0f})"
             print(f"  {label:<12} {ARMS.get(what) or FLOORS[what]:<34} {count:>9,.0f}{against_off}")
+    if "otel" in arms:
+        prices = instructions([(what, here) for what in PRICES], processor, runs=1000, per=1)
+        span = prices[("span", here)]
+        print(f"the SDK's prices on that pipeline (instructions; each on a child span, 1000 times, less the span): {PRICES['span']} {span:,.0f}")
+        for what, text in PRICES.items():
+            if what != "span":
+                print(f"  {text:<54} {prices[(what, here)] - span:+9,.0f}")
 
 
 def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
