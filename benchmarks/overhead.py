@@ -25,8 +25,9 @@ the other arms, the spans and hook calls). ``--cpu`` measures the process's CPU 
 wall-clock time: steadier on a shared machine, where other processes preempt this one.
 ``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
 and of this tree, each in fresh processes taking turns (target: off no slower than REF), and
-counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
-not move with the machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
+counts the Python function calls a ballot makes in each (cProfile), and in each one's otel arm
+the calls, and those into ``opentelemetry``: a count, not a time, it does not move with the
+machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
 the machine instructions a ballot takes (valgrind's callgrind, the same process run twice, with
 and without the measured runs, the difference divided by their ballots), and the SDK's price of
 each thing a span may be asked for (an attribute at the start, a batch of them after it, a list,
@@ -328,24 +329,27 @@ def _export(ref: str, into: Path) -> Path:
     return into / "src"
 
 
-def calls_per_ballot(runs: int = 100) -> float:
-    """Python function calls per ballot of the off arm (cProfile's count): unlike a time, the same
-    on an idle machine and a loaded one."""
+def calls_per_ballot(runs: int = 100, arm: str = "off") -> tuple[float, float]:
+    """Python function calls per ballot of ``arm`` (cProfile's count), and how many of them are
+    calls of functions of ``opentelemetry`` (the API's and the SDK's): unlike a time, the same on
+    an idle machine and a loaded one."""
     import cProfile
     import pstats
 
     profile = cProfile.Profile()
     profile.enable()
-    measure(runs, 5)
+    measure(runs, 5, arm=arm)
     profile.disable()
-    return float(pstats.Stats(profile).total_calls) / (runs * 5)  # type: ignore[attr-defined]  # set by Stats, not in the stubs
+    stats: Any = pstats.Stats(profile)
+    otel = sum(called for (file, _, _), (_, called, *_) in stats.stats.items() if f"{os.sep}opentelemetry{os.sep}" in file)
+    return float(stats.total_calls) / (runs * 5), otel / (runs * 5)
 
 
-def _child(src: Path, runs: int, cpu: bool, calls: bool = False) -> list[float]:
+def _child(src: Path, runs: int, cpu: bool, calls: bool = False, arm: str = "off") -> list[float]:
     """The off arm measured in a fresh process that imports accord from ``src`` (with ``calls``:
-    its function calls per ballot instead)."""
+    the function calls per ballot of ``arm`` instead, all and into OpenTelemetry)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else []), *(["--calls"] if calls else [])]
+    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else []), *(["--calls", "--arm", arm] if calls else [])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=900)
     return [float(x) for x in json.loads(done.stdout)]
 
@@ -400,6 +404,14 @@ def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], l
     return theirs, ours, calls
 
 
+def otel_calls(ref: str) -> tuple[list[float], list[float]]:
+    """The otel arm's function calls per ballot, all and into OpenTelemetry, at ``ref`` and in this
+    tree (fresh processes)."""
+    with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
+        src = _export(ref, Path(tmp))
+        return _child(src, 100, False, calls=True, arm="otel"), _child(ROOT / "src", 100, False, calls=True, arm="otel")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (for the test suite)")
@@ -409,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
+    parser.add_argument("--arm", choices=list(ARMS), default="off", help=argparse.SUPPRESS)  # with --calls: of which arm
     parser.add_argument("--instructions", action="store_true", help="also count the instructions a ballot takes in each arm (valgrind; minutes)")
     parser.add_argument("--ir", nargs=2, metavar=("WHAT", "RUNS"), help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
@@ -418,7 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child:
         measure(20, 5)  # warm-up: imports, pydantic schema caches
-        print(json.dumps([calls_per_ballot(args.child)] if args.calls else measure(args.child, 5, clock)))
+        if args.calls:
+            measure(20, 5, arm=args.arm)
+        print(json.dumps(calls_per_ballot(args.child, args.arm) if args.calls else measure(args.child, 5, clock)))
         return 0
     runs = 200 if args.quick else 2000
     rounds = 4 if args.quick else args.rounds
@@ -460,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us, {o_calls:.1f} function calls a ballot"
             f" ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%; calls {100 * (o_calls - t_calls) / t_calls:+.1f}%)"
         )
+        if "otel" in arms:
+            (t_all, t_otel), (o_all, o_otel) = otel_calls(args.against)
+            print(f"  otel at {args.against:<20} {t_all:.1f} function calls a ballot, {t_otel:.1f} of them into opentelemetry")
+            print(f"  otel in this tree            {o_all:.1f} function calls a ballot, {o_otel:.1f} of them into opentelemetry ({o_otel - t_otel:+.1f})")
     if args.instructions:
         counted(arms, args.processor, args.against)
     return 0
