@@ -25,11 +25,13 @@ the other arms, the spans and hook calls). ``--cpu`` measures the process's CPU 
 wall-clock time: steadier on a shared machine, where other processes preempt this one.
 ``--against REF`` also measures the off arm of the git revision REF (``main``: today's accord)
 and of this tree, each in fresh processes taking turns (target: off no slower than REF), and
-counts the Python function calls a ballot makes in each (cProfile): a count, not a time, it does
-not move with the machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
+counts the Python function calls a ballot makes in each (cProfile), and in each one's otel arm
+the calls, and those into ``opentelemetry``: a count, not a time, it does not move with the
+machine's load. ``--instructions`` counts, for each arm and for the SDK's floor,
 the machine instructions a ballot takes (valgrind's callgrind, the same process run twice, with
-and without the measured runs, the difference divided by their ballots): slow (minutes), and the
-same on an idle machine and a loaded one.
+and without the measured runs, the difference divided by their ballots), and the SDK's price of
+each thing a span may be asked for (an attribute at the start, a batch of them after it, a list,
+being made current, an event): slow (minutes), and the same on an idle machine and a loaded one.
 """
 
 from __future__ import annotations
@@ -88,6 +90,17 @@ ARMS = {
 }
 PROCESSORS = {"batch": "BatchSpanProcessor", "simple": "SimpleSpanProcessor"}
 FLOORS = {"floor": "the SDK alone, the same spans", "bare": "the SDK alone, spans bare"}
+PRICES = {  # what --instructions prices on the SDK: each a child span started and ended, with...
+    "span": "a span (started, ended; a child)",
+    "int8": "8 int attributes at its start",
+    "str8": "8 string attributes at its start",
+    "list1": "1 list attribute (of 1 string) at its start",
+    "batch1": "set_attributes() of 1 int, after its start",
+    "batch8": "set_attributes() of 8 ints, after its start",
+    "set1": "set_attribute() of 1 int, after its start",
+    "current": "made current (set_span_in_context, attach, detach)",
+    "event": "an event with 4 attributes",
+}
 
 
 def _nothing(_: Any) -> None:
@@ -244,7 +257,39 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
     return statistics.median(samples) * 1e6
 
 
-def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100) -> dict[tuple[str, Path], float]:
+def sdk_price(what: str, count: int, processor: str = "batch") -> None:
+    """``count`` times one entry of :data:`PRICES` on the no-op pipeline (after a warm-up), for
+    --instructions to count: what the SDK takes for each thing accord may ask of it."""
+    from opentelemetry import context, trace
+
+    provider = _noop_provider(processor)
+    tracer = provider.get_tracer("price")
+    parent = trace.set_span_in_context(tracer.start_span("parent"))
+    ints = {f"accord.n{i}": i for i in range(8)}
+    strs = {f"accord.s{i}": "chat" for i in range(8)}
+    at_start = {"int8": ints, "str8": strs, "list1": {"gen_ai.response.finish_reasons": ["stop"]}}.get(what)
+    after = {"batch1": {"accord.n": 1}, "batch8": ints}.get(what)
+
+    def one() -> None:
+        span = tracer.start_span("chat", context=parent, attributes=at_start)
+        if after is not None:
+            span.set_attributes(after)
+        elif what == "set1":
+            span.set_attribute("accord.n", 1)
+        elif what == "current":
+            context.detach(context.attach(trace.set_span_in_context(span, parent)))
+        elif what == "event":
+            span.add_event("accord.retry", {"accord.slot": 0, "accord.attempt": 2, "accord.reason": "invalid", "accord.wait": 0.5})
+        span.end()
+
+    for n in range(50 + count):
+        one()
+        if n % 400 == 399:
+            provider.force_flush()  # a batch processor's queue emptied now and then (no span dropped)
+    provider.shutdown()
+
+
+def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100, per: int = 5) -> dict[tuple[str, Path], float]:
     """Machine instructions a ballot of each ``(what, src)`` (an arm, or ``floor``; accord imported
     from ``src``) takes, counted by valgrind: a fresh process with ``runs`` measured runs after the
     warm-up, less one with none; two processes at a time."""
@@ -260,12 +305,14 @@ def instructions(whats: list[tuple[str, Path]], processor: str, runs: int = 100)
     jobs = [(what, src, n) for what, src in whats for n in (runs, 0)]
     with ThreadPoolExecutor(2) as pool:
         counts = dict(zip(jobs, pool.map(count, jobs), strict=True))
-    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * 5) for what, src in whats}
+    return {(what, src): (counts[(what, src, runs)] - counts[(what, src, 0)]) / (runs * per) for what, src in whats}
 
 
 def _ir_child(what: str, runs: int, processor: str) -> None:
     """What ``instructions`` counts: the warm-up, then ``runs`` runs of ``what``."""
-    if what in FLOORS:
+    if what in PRICES:
+        sdk_price(what, runs, processor)
+    elif what in FLOORS:
         ballot_floor(time.process_time, processor, runs=runs + 1, bare=what == "bare")  # one more: the same work outside the runs
     else:
         measure(20, 5, arm=what, processor=processor)
@@ -282,24 +329,27 @@ def _export(ref: str, into: Path) -> Path:
     return into / "src"
 
 
-def calls_per_ballot(runs: int = 100) -> float:
-    """Python function calls per ballot of the off arm (cProfile's count): unlike a time, the same
-    on an idle machine and a loaded one."""
+def calls_per_ballot(runs: int = 100, arm: str = "off") -> tuple[float, float]:
+    """Python function calls per ballot of ``arm`` (cProfile's count), and how many of them are
+    calls of functions of ``opentelemetry`` (the API's and the SDK's): unlike a time, the same on
+    an idle machine and a loaded one."""
     import cProfile
     import pstats
 
     profile = cProfile.Profile()
     profile.enable()
-    measure(runs, 5)
+    measure(runs, 5, arm=arm)
     profile.disable()
-    return float(pstats.Stats(profile).total_calls) / (runs * 5)  # type: ignore[attr-defined]  # set by Stats, not in the stubs
+    stats: Any = pstats.Stats(profile)
+    otel = sum(called for (file, _, _), (_, called, *_) in stats.stats.items() if f"{os.sep}opentelemetry{os.sep}" in file)
+    return float(stats.total_calls) / (runs * 5), otel / (runs * 5)
 
 
-def _child(src: Path, runs: int, cpu: bool, calls: bool = False) -> list[float]:
+def _child(src: Path, runs: int, cpu: bool, calls: bool = False, arm: str = "off") -> list[float]:
     """The off arm measured in a fresh process that imports accord from ``src`` (with ``calls``:
-    its function calls per ballot instead)."""
+    the function calls per ballot of ``arm`` instead, all and into OpenTelemetry)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else []), *(["--calls"] if calls else [])]
+    command = [sys.executable, __file__, "--child", str(runs), *(["--cpu"] if cpu else []), *(["--calls", "--arm", arm] if calls else [])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=900)
     return [float(x) for x in json.loads(done.stdout)]
 
@@ -330,6 +380,13 @@ def counted(arms: list[str], processor: str, ref: str | None) -> None:
             count = found[(what, src)]
             against_off = "" if what == "off" or what in FLOORS else f" ({count - off:+,.0f})"
             print(f"  {label:<12} {ARMS.get(what) or FLOORS[what]:<34} {count:>9,.0f}{against_off}")
+    if "otel" in arms:
+        prices = instructions([(what, here) for what in PRICES], processor, runs=1000, per=1)
+        span = prices[("span", here)]
+        print(f"the SDK's prices on that pipeline (instructions; each on a child span, 1000 times, less the span): {PRICES['span']} {span:,.0f}")
+        for what, text in PRICES.items():
+            if what != "span":
+                print(f"  {text:<54} {prices[(what, here)] - span:+9,.0f}")
 
 
 def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], list[float], tuple[float, float]]:
@@ -347,6 +404,14 @@ def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], l
     return theirs, ours, calls
 
 
+def otel_calls(ref: str) -> tuple[list[float], list[float]]:
+    """The otel arm's function calls per ballot, all and into OpenTelemetry, at ``ref`` and in this
+    tree (fresh processes)."""
+    with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
+        src = _export(ref, Path(tmp))
+        return _child(src, 100, False, calls=True, arm="otel"), _child(ROOT / "src", 100, False, calls=True, arm="otel")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (for the test suite)")
@@ -356,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", metavar="REF", help="also compare the off arm with git revision REF (e.g. main)")
     parser.add_argument("--child", type=int, metavar="RUNS", help=argparse.SUPPRESS)  # one off-arm measurement, as JSON
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)  # with --child: its function calls per ballot
+    parser.add_argument("--arm", choices=list(ARMS), default="off", help=argparse.SUPPRESS)  # with --calls: of which arm
     parser.add_argument("--instructions", action="store_true", help="also count the instructions a ballot takes in each arm (valgrind; minutes)")
     parser.add_argument("--ir", nargs=2, metavar=("WHAT", "RUNS"), help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
@@ -365,7 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child:
         measure(20, 5)  # warm-up: imports, pydantic schema caches
-        print(json.dumps([calls_per_ballot(args.child)] if args.calls else measure(args.child, 5, clock)))
+        if args.calls:
+            measure(20, 5, arm=args.arm)
+        print(json.dumps(calls_per_ballot(args.child, args.arm) if args.calls else measure(args.child, 5, clock)))
         return 0
     runs = 200 if args.quick else 2000
     rounds = 4 if args.quick else args.rounds
@@ -407,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  off in this tree             p50 {o50:4.0f} us, p90 {o90:4.0f} us, {o_calls:.1f} function calls a ballot"
             f" ({o50 - t50:+.0f} us, {100 * (o50 - t50) / t50:+.1f}%; calls {100 * (o_calls - t_calls) / t_calls:+.1f}%)"
         )
+        if "otel" in arms:
+            (t_all, t_otel), (o_all, o_otel) = otel_calls(args.against)
+            print(f"  otel at {args.against:<20} {t_all:.1f} function calls a ballot, {t_otel:.1f} of them into opentelemetry")
+            print(f"  otel in this tree            {o_all:.1f} function calls a ballot, {o_otel:.1f} of them into opentelemetry ({o_otel - t_otel:+.1f})")
     if args.instructions:
         counted(arms, args.processor, args.against)
     return 0

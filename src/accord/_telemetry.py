@@ -6,6 +6,14 @@
     ├── chat {model}              (``gen_ai.*``), plus accord's own ``accord.ballot.*``; current
     └── ...                       while the backend works, so an HTTP client's spans nest under it
 
+The run span starts with ``accord.schema`` and ``accord.policy`` (one compact string, see
+:func:`describe_policy`) and ends with the outcome, why it stopped, the agreement, the calls, the
+ledger hit and the usage; a call span carries the GenAI attributes accord knows and its own
+(``accord.ballot.slot``, ``.attempt`` on a retry only, ``.status``, ``.perturbation``,
+``.min_margin``, ``.coercions``...). The SDK checks and copies every attribute one by one (a list
+costs most): nothing a child span already says, nothing the span itself says (its duration), a
+list only where the conventions say one (``gen_ai.response.finish_reasons``).
+
 Retries are ``accord.retry`` events on the run span (slot, attempt, reason, the wait before it).
 A failed call sets its span's status to ERROR with an ``exception`` event; a failed run sets the
 run span's, with the error's type.
@@ -30,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._result import Ballot, Result
     from ._types import Request
-    from .backends._base import Backend
 
 Attributes = dict[str, Any]
 
@@ -52,18 +59,19 @@ _lock = threading.Lock()
 # What a traced call uses each time, bound once by ``api()`` when it finds the API.
 attach: Any = None  # opentelemetry.context.attach
 detach: Any = None  # opentelemetry.context.detach
+in_context: Any = None  # opentelemetry.trace.set_span_in_context
 CLIENT: Any = None  # opentelemetry.trace.SpanKind.CLIENT
 
 
 @functools.cache
 def api() -> Any:
     """``opentelemetry.trace``, or None when the API is not installed (looked up once)."""
-    global attach, detach, CLIENT  # bound once, read on every traced call
+    global attach, detach, in_context, CLIENT  # bound once, read on every traced call
     try:
         from opentelemetry import context, trace
     except ImportError:
         return None
-    attach, detach, CLIENT = context.attach, context.detach, trace.SpanKind.CLIENT
+    attach, detach, in_context, CLIENT = context.attach, context.detach, trace.set_span_in_context, trace.SpanKind.CLIENT
     return trace
 
 
@@ -91,21 +99,29 @@ def tracer(telemetry: Telemetry | None) -> Any:
 # -- attributes -----------------------------------------------------------------------------------
 
 
-def run_start(schema: str, policy: Any, backend: Backend, prompt: Any, content: bool) -> Attributes:
-    vote = policy.vote
-    attrs: Attributes = {
-        "accord.schema": schema,
-        "accord.model": backend.fingerprint,
-        "accord.vote.k": vote.k,
-        "accord.vote.quorum": vote.needed,
-        "accord.vote.early_stop": vote.stop_rule is not None,
-        "accord.vote.gate": vote.gate is not None,
-        "accord.vote.fieldwise": vote.fieldwise,
-        "accord.retry.attempts": policy.retry.attempts,
-    }
+def run_start(schema: str, policy: Any, prompt: Any, content: bool) -> Attributes:
+    """What the run span starts with (the sampler sees it): the schema and the policy."""
+    attrs: Attributes = {"accord.schema": schema, "accord.policy": describe_policy(policy)}
     if content:
         attrs["accord.prompt"] = _json(prompt)
     return attrs
+
+
+def describe_policy(policy: Any) -> str:
+    """The run's policy in one compact string: ``k=5 quorum=3 early_stop gate retry=3`` (the
+    words only when on: ``early_stop``, ``gate``, ``fieldwise``, ``plurality``)."""
+    vote = policy.vote
+    words = [f"k={vote.k} quorum={vote.needed}"]
+    if vote.stop_rule is not None:
+        words.append("early_stop")
+    if vote.gate is not None:
+        words.append("gate")
+    if vote.fieldwise:
+        words.append("fieldwise")
+    if policy.plurality:
+        words.append("plurality")
+    words.append(f"retry={policy.retry.attempts}")
+    return " ".join(words)
 
 
 def run_end(result: Result[Any], content: bool) -> Attributes:
@@ -120,8 +136,6 @@ def run_end(result: Result[Any], content: bool) -> Attributes:
         "accord.usage.input_tokens": usage.prompt_tokens,
         "accord.usage.output_tokens": usage.completion_tokens,
         "accord.usage.cost": usage.cost,
-        "accord.usage.seconds": usage.seconds,
-        "accord.min_margin": _finite(result.min_margin),
     }
     if result.error is not None:
         attrs["error.type"] = type(result.error).__name__
@@ -152,7 +166,8 @@ def call_start(request: Request, static: Attributes, *, max_tokens: int, streame
     if streamed:
         attrs["gen_ai.request.stream"] = True
     attrs["accord.ballot.slot"] = request.ballot
-    attrs["accord.ballot.attempt"] = request.attempt
+    if request.attempt > 1:  # a retry of the slot (absent: its first call)
+        attrs["accord.ballot.attempt"] = request.attempt
     if request.perturbation is not None:
         attrs["accord.ballot.perturbation"] = _describe(request.perturbation)
     if request.feedback is not None:
@@ -183,11 +198,11 @@ def call_end(ballot: Ballot, content: bool) -> Attributes:
         attrs["accord.ballot.fragile_steps"] = ballot.fragile_steps
     if ballot.coercions:  # what reading the text took: how many repairs, and of which kinds
         attrs["accord.ballot.coercions"] = len(ballot.coercions)
-        attrs["accord.ballot.coercion_kinds"] = sorted({str(c.get("fix", "")) for c in ballot.coercions})
+        attrs["accord.ballot.coercion_kinds"] = ", ".join(sorted({str(c.get("fix", "")) for c in ballot.coercions}))
     error = ballot.error
     if error is not None and ballot.status == "invalid":
         attrs["accord.ballot.invalid"] = str(error.get("stage", "validate"))
-        attrs["accord.ballot.error_types"] = sorted({str(e.get("type", "")) for e in error.get("errors", ())})
+        attrs["accord.ballot.error_types"] = ", ".join(sorted({str(e.get("type", "")) for e in error.get("errors", ())}))
     elif error is not None and ballot.status == "error":
         attrs["error.type"] = str(error.get("type", "BackendError"))
     if content:
@@ -217,10 +232,6 @@ def _describe(value: Any) -> str | None:
         return None
     describe = getattr(value, "describe", None)  # a Perturbation (or a user's perturbation object)
     return str(describe() if callable(describe) else value)
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 def _json(data: Any) -> str:

@@ -72,9 +72,9 @@ class Watch:
     def begin(self, prompt: Any) -> None:
         if self.tracer is None:
             return
-        attrs = telemetry.run_start(self.schema.name, self.policy, self.backend, prompt, self.content)
+        attrs = telemetry.run_start(self.schema.name, self.policy, prompt, self.content)
         self.span = self.tracer.start_span("accord.run", attributes=attrs)  # the sampler sees them
-        self.context = telemetry.api().set_span_in_context(self.span)
+        self.context = telemetry.in_context(self.span)  # the caller's context, the run span current in it
         self.recording = self.span.is_recording()
         if self.recording:
             self.model = dict(self.backend.telemetry())
@@ -173,7 +173,7 @@ class Watch:
         if found is not None:
             return found
         if self.span is not None:  # a run span the sampler dropped: its context is the current one
-            return _Current(self.span)
+            return _Current(self)
         return contextlib.nullcontext()
 
     def chunk(self, call: Call) -> None:
@@ -216,7 +216,8 @@ class _Call:
         return self.span
 
     def __enter__(self) -> Any:
-        self.token = telemetry.attach(telemetry.api().set_span_in_context(self.start()))
+        # on the run's context (the caller's, in a worker thread too), the call span current in it
+        self.token = telemetry.attach(telemetry.in_context(self.start(), self.watch.context))
         return self.span
 
     def __exit__(self, *exc: object) -> None:
@@ -227,14 +228,15 @@ class _Current:
     """A span made current inside the block, as :class:`_Call` does (here: a run span the sampler
     dropped, so that what the backend makes is dropped with it)."""
 
-    __slots__ = ("span", "token")
+    __slots__ = ("context", "span", "token")
 
-    def __init__(self, span: Any) -> None:
-        self.span = span
+    def __init__(self, watch: Watch) -> None:
+        self.span = watch.span
+        self.context = watch.context
         self.token: Any = None
 
     def __enter__(self) -> Any:
-        self.token = telemetry.attach(telemetry.api().set_span_in_context(self.span))
+        self.token = telemetry.attach(self.context)
         return self.span
 
     def __exit__(self, *exc: object) -> None:
