@@ -122,6 +122,20 @@ LOCAL_TOOLS: dict[str, Callable[..., Any]] = {
 }
 
 
+def machine_speed() -> float:
+    """Milliseconds this process takes for a fixed pure-Python loop, best of 3: the pace of the
+    machine while the figures were made. On a shared virtual machine it moves with the host's load
+    (here the same loop takes anywhere from about 60 to 110 ms), and every time per parse with it."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i * i
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
 def run_local(name: str, tool: Callable[..., Any], cases: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
     out = []
     for case in cases:
@@ -254,9 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         local["json-repair + pydantic"] = json_repair_tool
     except ImportError:
         skipped["json-repair + pydantic"] = "json-repair is not installed (pip install json-repair)"
+    pace = machine_speed()
     for name, tool in local.items():
         run_local(name, tool, cases[:20], 1)  # warm up: imports and pydantic's caches
         tools[name] = run_local(name, tool, cases, repeat)
+    pace = min(pace, machine_speed())
     if args.quick:
         skipped["parsantic"] = skipped["instructor (MD_JSON parse)"] = "not in --quick (a venv of their own)"
     else:
@@ -268,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         sources[case["source"]] = sources.get(case["source"], 0) + 1
     recoverable = sum(c["label"] is not None for c in cases)
     print(f"{len(cases)} labelled cases ({', '.join(f'{n} {s}' for s, n in sorted(sources.items()))}); "
-          f"{recoverable} recoverable, {len(cases) - recoverable} unrecoverable; best of {repeat} per parse\n")
+          f"{recoverable} recoverable, {len(cases) - recoverable} unrecoverable; best of {repeat} per parse; "
+          f"machine pace: a fixed Python loop took {pace:.0f} ms in this process (see machine_speed)\n")
     print("| tool | recovered (of recoverable) | wrong value accepted | recoverable rejected | unrecoverable rejected | median parse (< 2 KB) | p90 |")
     print("|---|---|---|---|---|---|---|")
     figures = {}

@@ -69,7 +69,7 @@ def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[s
     ``known``: values the strict reading decoded, by the start of their span, with its end."""
     seen: list[Any] = []
     for candidate in _all(text, misses, enough, known):
-        if any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
+        if seen and any(candidate.data == other and type(candidate.data) is type(other) for other in seen):
             continue
         seen.append(candidate.data)
         yield candidate
@@ -229,10 +229,15 @@ def _scalar(text: str) -> Any:
     if text[:1] in ('"', "'") and (len(text) < 2 or text[-1] != text[0]):
         raise NotJson("a string cut off")
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        body = text[1:-1]
+        if "'" not in body and '"' not in body and "\\" not in body and body.isprintable():
+            return body  # a plain quoted string: what parse reads it as
         try:
             return parse(text).value
         except NotJson:
             return text[1:-1]
+    if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") and len(text) <= 4300:
+        return int(text)  # a plain integer: what parse reads it as (4300: Python's int limit)
     word = _FIRST_WORD.match(text)
     if word is not None and word.group(0) not in _VALUE_WORDS:
         return text  # a word that names no literal: it reads as text whatever follows (no parse needed)

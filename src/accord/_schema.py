@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 import pydantic
+import pydantic_core
 
 from . import _deadline
 from ._errors import AccordError, UnsupportedSchema
@@ -267,9 +268,13 @@ class Schema(Generic[T]):
 
     def validate(self, data: Any) -> T:
         """Return the validated value, or raise :class:`ValidationFailure` with structured errors."""
-        if self._adapter is not None:
+        adapter = self._adapter
+        if adapter is not None:
             try:
-                return self._adapter.validate_python(data)  # type: ignore[no-any-return]  # the adapter is of T
+                validator: Any = adapter.validator  # a mock until a deferred build is done
+                if type(validator) is pydantic_core.SchemaValidator:  # built: called without the adapter's wrapper
+                    return validator.validate_python(data)  # type: ignore[no-any-return]  # the adapter is of T
+                return adapter.validate_python(data)  # type: ignore[no-any-return]  # a deferred build: the adapter builds it
             except pydantic.ValidationError as exc:
                 raise ValidationFailure(functools.partial(_pydantic_errors, exc), exc.error_count()) from None
         if self.kind == "json":
@@ -295,8 +300,12 @@ class Schema(Generic[T]):
 
     def dump(self, value: Any) -> Any:
         """The JSON data of a validated value."""
-        if self._adapter is not None:
-            return self._adapter.dump_python(value, mode="json")
+        adapter = self._adapter
+        if adapter is not None:
+            serializer: Any = adapter.serializer  # a mock until a deferred build is done
+            if type(serializer) is pydantic_core.SchemaSerializer:  # built: called without the adapter's wrapper
+                return serializer.to_python(value, mode="json")
+            return adapter.dump_python(value, mode="json")
         return value
 
     def __repr__(self) -> str:
