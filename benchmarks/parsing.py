@@ -1,6 +1,6 @@
 """Reading malformed model output: accord against the parsers people use, on a labelled corpus.
 
-    python benchmarks/parsing.py [--quick] [--peers-python PATH] [--repeat N]
+    python benchmarks/parsing.py [--quick] [--peers-python PATH] [--repeat N] [--instructions [--against REF]]
 
 The corpus is tests/data/malformed/ (cases.jsonl: real outputs of the embedded SmolLM2-135M in
 prompt mode, in process and over ``transformers serve``; handwritten.jsonl: each malformation
@@ -28,6 +28,10 @@ output cut off at ``max_tokens`` (``finish_reason`` "length") whose reading ran 
 the text is rejected for accord, as the run loop rejects it; the peers get no such help. Targets for
 accord: recovers >= 95% of the recoverable cases and more than every peer, 0 wrong, median parse
 < 100 us. ``--quick`` (the test suite) runs the in-process tools only, one repeat.
+
+Times move with the machine: the run prints its pace (a fixed Python loop's time in the same
+process). ``--instructions`` also counts the machine instructions a read takes (valgrind), a figure
+that does not move; ``--against REF`` counts them for another git revision too.
 """
 
 from __future__ import annotations
@@ -35,9 +39,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -213,6 +221,56 @@ def run_peers(python: Path, cases: list[dict[str, Any]], repeat: int) -> tuple[d
     return rows, skipped
 
 
+# -- instructions -----------------------------------------------------------------------------------
+
+
+def instructions(src: Path, passes: int = 2) -> float:
+    """Machine instructions accord's reading takes per text under 2 KB, on average over the corpus
+    (``src``: the accord source to import), counted by valgrind's callgrind: a fresh process that
+    reads the corpus ``passes`` times after a warm-up pass, less one that only warms up. Unlike a
+    time, the count does not move with the machine's load or state."""
+
+    def count(n: int) -> int:
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(src)}
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__, "--ir", str(n)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=3600)
+        return int(next(line for line in done.stderr.splitlines() if "Collected" in line).split()[-1])
+
+    small = sum(len(case["text"]) < SMALL for case in load())
+    return (count(passes) - count(0)) / (passes * small)
+
+
+def _ir_child(passes: int) -> None:
+    """What :func:`instructions` counts: a warm-up pass over the texts under 2 KB, then ``passes``."""
+    cases = [case for case in load() if len(case["text"]) < SMALL]
+    schemas = [schema_of(case["schema"]) for case in cases]
+    for _ in range(1 + passes):
+        for case, schema in zip(cases, schemas, strict=True):
+            read(case["text"], schema)
+
+
+def _export(ref: str, into: Path) -> Path:
+    """The ``src`` folder of git revision ``ref``, unpacked under ``into``."""
+    archive = into / "src.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref, "src"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def print_instructions(against: str | None) -> None:
+    if shutil.which("valgrind") is None:
+        print("\ninstructions: skipped (valgrind is not installed)")
+        return
+    trees = {"this tree": ROOT / "src"}
+    with tempfile.TemporaryDirectory() as scratch:
+        if against:
+            trees[against] = _export(against, Path(scratch))
+        print("\ninstructions a read, texts under 2 KB, mean over the corpus (valgrind callgrind; the same on an idle or a loaded machine):")
+        for name, src in trees.items():
+            print(f"  {name}: {instructions(src):,.0f}")
+
+
 # -- figures ---------------------------------------------------------------------------------------
 
 
@@ -253,7 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--show", action="store_true", help="list the cases each tool missed or got wrong")
+    parser.add_argument("--instructions", action="store_true", help="also count the instructions a read takes (valgrind; a minute)")
+    parser.add_argument("--against", metavar="REF", help="with --instructions: also count them for git revision REF")
+    parser.add_argument("--ir", type=int, help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
+    if args.ir is not None:
+        _ir_child(args.ir)
+        return 0
     repeat = 1 if args.quick else args.repeat
     cases = load()
     if not cases:
@@ -309,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- median parse < 100 us for texts < 2 KB: {a['median_us']:.0f} us: {verdict(a['median_us'] < 100)}")
     if a["wrong"]:
         print(f"  wrong: {a['wrong_ids']}")
+    if args.instructions:
+        print_instructions(args.against)
     return 0
 
 
