@@ -320,7 +320,7 @@ def _ir_child(what: str, runs: int, processor: str) -> None:
             measure(runs, 5, arm=what, processor=processor)
 
 
-def _export(ref: str, into: Path) -> Path:
+def export_src(ref: str, into: Path) -> Path:
     """The ``src`` folder of git revision ``ref``, unpacked under ``into``."""
     archive = into / "src.tar"
     subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref, "src"], check=True)
@@ -365,7 +365,7 @@ def counted(arms: list[str], processor: str, ref: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
         here = ROOT / "src"
         whats = [(arm, here) for arm in arms] + ([(floor, here) for floor in FLOORS] if "otel" in arms else [])
-        theirs = _export(ref, Path(tmp)) if ref else None
+        theirs = export_src(ref, Path(tmp)) if ref else None
         if theirs is not None:
             whats += [(arm, theirs) for arm in ("off", "otel") if arm in arms]
         found = instructions(whats, processor)
@@ -395,7 +395,7 @@ def against(ref: str, runs: int, rounds: int, cpu: bool) -> tuple[list[float], l
     theirs: list[float] = []
     ours: list[float] = []
     with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
-        src = _export(ref, Path(tmp))
+        src = export_src(ref, Path(tmp))
         for round_ in range(rounds):
             order = [(src, theirs), (ROOT / "src", ours)]
             for where, samples in order if round_ % 2 == 0 else order[::-1]:
@@ -408,7 +408,7 @@ def otel_calls(ref: str) -> tuple[list[float], list[float]]:
     """The otel arm's function calls per ballot, all and into OpenTelemetry, at ``ref`` and in this
     tree (fresh processes)."""
     with tempfile.TemporaryDirectory(prefix="accord-overhead-") as tmp:
-        src = _export(ref, Path(tmp))
+        src = export_src(ref, Path(tmp))
         return _child(src, 100, False, calls=True, arm="otel"), _child(ROOT / "src", 100, False, calls=True, arm="otel")
 
 

@@ -44,7 +44,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -249,23 +248,16 @@ def _ir_child(passes: int) -> None:
             read(case["text"], schema)
 
 
-def _export(ref: str, into: Path) -> Path:
-    """The ``src`` folder of git revision ``ref``, unpacked under ``into``."""
-    archive = into / "src.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), ref, "src"], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
-
-
 def print_instructions(against: str | None) -> None:
+    from overhead import export_src  # the src folder of a git revision (benchmarks/ is on the path)
+
     if shutil.which("valgrind") is None:
         print("\ninstructions: skipped (valgrind is not installed)")
         return
     trees = {"this tree": ROOT / "src"}
     with tempfile.TemporaryDirectory() as scratch:
         if against:
-            trees[against] = _export(against, Path(scratch))
+            trees[against] = export_src(against, Path(scratch))
         print("\ninstructions a read, texts under 2 KB, mean over the corpus (valgrind callgrind; the same on an idle or a loaded machine):")
         for name, src in trees.items():
             print(f"  {name}: {instructions(src):,.0f}")
