@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
 from ._extract import WHOLE, fence_miss, may_be_json, may_open
-from ._jsonish import LITERALS, NULLISH, Fix, NotJson, Path, parse
+from ._jsonish import LITERALS, NULLISH, WORD, Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
 MAX_LENIENT_CHARS = 100_000
@@ -33,7 +33,6 @@ def _kv(line: str) -> re.Match[str] | None:
     """A ``key: value`` line (its value with the space after it: strip it), or None; a line with no
     ``:`` or ``=`` is none at once."""
     return _KV_LINE.match(line) if ":" in line or "=" in line else None
-_FIRST_WORD = re.compile(r"[A-Za-z_$][\w$]*")  # how _jsonish reads a word
 _VALUE_WORDS = frozenset(LITERALS) | NULLISH  # the words it reads as a value (true, None, NaN...)
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
@@ -238,7 +237,7 @@ def _scalar(text: str) -> Any:
             return text[1:-1]
     if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") and len(text) <= 4300:
         return int(text)  # a plain integer: what parse reads it as (4300: Python's int limit)
-    word = _FIRST_WORD.match(text)
+    word = WORD.match(text)  # the word _jsonish would read first
     if word is not None and word.group(0) not in _VALUE_WORDS:
         return text  # a word that names no literal: it reads as text whatever follows (no parse needed)
     try:

@@ -30,7 +30,7 @@ _SPACE = re.compile(r"\s+")
 _DQ = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*\\?)("|\Z)', re.S)
 _SQ = re.compile(r"'([^'\\]*(?:\\.[^'\\]*)*\\?)('|\Z)", re.S)
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+WORD = re.compile(r"[A-Za-z_$][\w$]*")  # a word where a value or a key may be
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
 _CONTROL = re.compile(r"[\x00-\x1f]")
@@ -144,7 +144,7 @@ class _Reader:
         number = _NUMBER.match(self.text, pos)
         if number:
             return self.number(number, path, context)
-        word = _WORD.match(self.text, pos)
+        word = WORD.match(self.text, pos)
         if word:
             return self.word(word, path, context)
         raise NotJson(f"unexpected {char!r}")
@@ -226,7 +226,7 @@ class _Reader:
         if number:
             self.fix((*path, number.group(0)), "unquoted key")
             return number.group(0), number.end(), True
-        if _WORD.fullmatch(self.text, pos):
+        if WORD.fullmatch(self.text, pos):
             return "", self.n, False  # a key cut off
         raise NotJson(f"unexpected {char!r} where a key belongs")
 
@@ -313,7 +313,7 @@ class _Reader:
         end = match.end()
         if end >= self.n:
             return None, end, False  # a number at the very end may be cut
-        if _WORD.match(self.text, end) and context != "top":
+        if WORD.match(self.text, end) and context != "top":
             return self.bare(match.start(), path, context)  # "34 years", "3rd": text, not a number
         token = match.group(0)
         if len(token) > MAX_DIGITS:
