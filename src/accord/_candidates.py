@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
 from ._extract import WHOLE, fence_miss, may_be_json, may_open
-from ._jsonish import LITERALS, NULLISH, WORD, Fix, NotJson, Path, parse
+from ._jsonish import LITERALS, MAX_DIGITS, NULLISH, WORD, Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
 MAX_LENIENT_CHARS = 100_000
@@ -27,14 +27,14 @@ _KV_LINE = re.compile(
     r"^(?P<indent>[ \t]*)(?:[-*+][ \t]+)?(?:\*\*)?[\"']?(?P<key>[A-Za-z_][\w .\-]{0,40}?)[\"']?(?:\*\*)?[ \t]*[:=][ \t]*"
     r"(?:\*\*)?[ \t]*(?P<value>.*)$"
 )
+_VALUE_WORDS = frozenset(LITERALS) | NULLISH  # the words _jsonish reads as a value (true, None, NaN...)
+_ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
 
 def _kv(line: str) -> re.Match[str] | None:
     """A ``key: value`` line (its value with the space after it: strip it), or None; a line with no
     ``:`` or ``=`` is none at once."""
     return _KV_LINE.match(line) if ":" in line or "=" in line else None
-_VALUE_WORDS = frozenset(LITERALS) | NULLISH  # the words it reads as a value (true, None, NaN...)
-_ITEM = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+(?P<value>.*?)[ \t]*$")
 
 
 class Candidate(NamedTuple):
@@ -62,7 +62,7 @@ def iter_candidates(text: str, misses: Collection[int] = (), enough: Callable[[s
     """:func:`candidates`, found lazily, in order.
 
     ``misses``: positions in the text already known to start no JSON value (``-1``: the whole
-    text is none), from the strict reading (``_extract.extract_json``): not decoded again.
+    text is none), from the strict reading (``_extract.first_json``): not decoded again.
     ``enough(origin)``: asked before the candidates of an origin are looked for (``key-value``);
     True stops the search there (the reader has a candidate that none of them could beat).
     ``known``: values the strict reading decoded, by the start of their span, with its end."""
@@ -235,8 +235,8 @@ def _scalar(text: str) -> Any:
             return parse(text).value
         except NotJson:
             return text[1:-1]
-    if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") and len(text) <= 4300:
-        return int(text)  # a plain integer: what parse reads it as (4300: Python's int limit)
+    if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") and len(text) <= MAX_DIGITS:
+        return int(text)  # a plain integer: what parse reads it as
     word = WORD.match(text)  # the word _jsonish would read first
     if word is not None and word.group(0) not in _VALUE_WORDS:
         return text  # a word that names no literal: it reads as text whatever follows (no parse needed)

@@ -49,9 +49,6 @@ class Coercion:
     cost: int = 1
     breaking: bool = False  # the data is certainly invalid without it (a scalar where a list belongs)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": ".".join(map(str, self.path)), "fix": self.fix}
-
 
 def key_fold(key: str) -> str:
     """A key compared case- and separator-insensitively: ``firstName``, ``first_name``, ``First Name``."""

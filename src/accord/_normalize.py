@@ -261,7 +261,7 @@ class _Walker:
             if not prefix:
                 if items is None or not self.text_only(items):
                     return [self.walk(v, items, depth + 1) for v in data]
-                return [_nfc("NFC", v).strip() if type(v) is str else self.walk(v, items, depth + 1) for v in data]
+                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1) for v in data]
             return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
         scalar = found.scalar
         if scalar is not None:

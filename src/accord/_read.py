@@ -90,7 +90,7 @@ class Misreading:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Misreading) and (self.stage, self.errors) == (other.stage, other.errors)
 
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking: compared by value, never hashed
+    __hash__ = None  # type: ignore[assignment]  # compared by value (its errors are dicts): never hashed
 
     def __repr__(self) -> str:
         return f"Misreading(stage={self.stage!r}, errors={self.errors!r})"
