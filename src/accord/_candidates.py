@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
-from ._extract import WHOLE, fence_miss, may_be_json, may_open
+from ._extract import WHOLE, fence_body, fence_miss, may_be_json, may_open
 from ._jsonish import LITERALS, MAX_DIGITS, NULLISH, WORD, Fix, NotJson, Path, parse
 
 MAX_CANDIDATES = 16
@@ -82,10 +82,8 @@ def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | Non
         return
     read: list[tuple[int, int]] = []  # the spans of fenced values read: not read again as spans
     for match in _FENCE.finditer(text) if "```" in text else ():
-        inside = match.group(2)
-        body = inside.strip()
+        body, at = fence_body(match)
         if body[:1] in "{[":
-            at = match.start(2) + len(inside) - len(inside.lstrip())
             found = _read(body, 0, fence_miss(match.start()) not in misses and at not in misses)
             if found is not None:
                 if found[1] < len(body):  # it ended inside the fence: the same value as a span

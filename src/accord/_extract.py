@@ -128,6 +128,13 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
 NOTHING: Any = object()  # what :func:`first_json` finds in a text with no JSON value
 
 
+def fence_body(match: re.Match[str]) -> tuple[str, int]:
+    """A fenced block's body (group 2 of a fence pattern), stripped, and where it starts in the
+    text: the position the strict and the lenient readings both mark it by (``misses``, ``found``)."""
+    inside = match.group(2)
+    return inside.strip(), match.start(2) + len(inside) - len(inside.lstrip())
+
+
 def fence_miss(start: int) -> int:
     """The mark in ``misses`` of a fenced block (opening at ``start``) whose body is no JSON."""
     return -2 - start
@@ -141,10 +148,8 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
     check_depth(text)
     missed: set[int] = set() if misses is None else misses
     for match in _FENCE.finditer(text) if "```" in text else ():
-        inside = match.group(2)
-        body = inside.strip()
+        body, at = fence_body(match)
         if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
-            at = match.start(2) + len(inside) - len(inside.lstrip())
             try:
                 if may_open(text, at):
                     value, end = _DECODER.raw_decode(text, at)

@@ -242,18 +242,16 @@ class _Walker:
         if found.members is not None:
             return _member(_plain(data), found.members)
         if isinstance(data, dict):
-            props, extra, table, free = found.props, found.extra, self.table, bool(self.text)
+            props, extra = found.props, found.extra
             walked: dict[str, Any] = {}
             for key, value in data.items():  # keys are the schema's: never rewritten
                 if type(value) in _KEPT:
                     walked[key] = value
                     continue
                 child = props.get(key, extra)
-                if type(value) is str:  # a string under a text-only node is only trimmed and NFC'd (no walk)
-                    below = table.get(id(child)) or plan_in(table, child, self.root)
-                    if below.text_only and not (free and below.free_text):
-                        walked[key] = _nfc("NFC", value).strip()
-                        continue
+                if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
+                    walked[key] = _text(value)
+                    continue
                 walked[key] = self.walk(value, child, depth + 1)
             return walked
         if isinstance(data, list):
@@ -320,8 +318,6 @@ def _plain(data: Any) -> Any:
 def _text(value: str) -> str:
     return unicodedata.normalize("NFC", value).strip()
 
-
-_nfc = unicodedata.normalize
 
 
 def fold(value: str) -> str:
