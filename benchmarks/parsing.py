@@ -132,7 +132,7 @@ LOCAL_TOOLS: dict[str, Callable[..., Any]] = {
 def machine_speed() -> float:
     """Milliseconds this process takes for a fixed pure-Python loop, best of 3: the pace of the
     machine while the figures were made. On a shared virtual machine it moves with the host's load
-    (here the same loop takes anywhere from about 60 to 110 ms), and every time per parse with it."""
+    (the same loop has taken from about 30 to 110 ms on this project's machines), and every time per parse with it."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
