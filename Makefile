@@ -15,12 +15,12 @@ else
 TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
 endif
 
-.PHONY: demo test lint setup clean bench docs docs-serve
+.PHONY: demo test lint setup clean bench docs docs-serve chromium
 
 demo: $(STAMP)
 	$(VENV)/bin/accord demo
 
-test: $(TEST_NEEDS)
+test: $(TEST_NEEDS) chromium
 	$(PY) -m pytest -q --durations=25
 
 # ruff over everything, mypy --strict over src/accord (both configured in pyproject.toml).
@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples docs/_ext
 	$(VENV)/bin/mypy
 
-setup: $(TEST_NEEDS)
+setup: $(TEST_NEEDS) chromium
 
 # The docs site (mkdocs-material, the API pages from the docstrings; mkdocs.yml) into site/, strict:
 # a broken link or reference fails it. docs-serve rebuilds on every change, on 127.0.0.1 only.
@@ -37,6 +37,10 @@ docs: $(STAMP)
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
+# Debian's Chromium, for tests/test_browser.py (the audit report and the docs site in a real browser).
+chromium:
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # Stale when pyproject.toml or this Makefile changes. torch first, from the CPU wheel, so that
 # nothing later pulls a CUDA build; then accord with every extra; then the embedded model.
