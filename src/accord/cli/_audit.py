@@ -51,12 +51,14 @@ class Run:
 
 @dataclass(frozen=True)
 class Final:
-    """One Stabilizer run: its final answer key (MISSING on failure), calls, why it stopped."""
+    """One Stabilizer run: its final answer key (MISSING on failure), calls, why it stopped, and
+    its ballots (slot, attempt, status, text, answer key) as the report shows them."""
 
     answer: str
     calls: int
     stopped_because: str
     stable: bool
+    ballots: tuple[dict[str, Any], ...] = ()
 
 
 # -- conditions ------------------------------------------------------------------------------------
@@ -169,8 +171,15 @@ def to_final(outcome: Any) -> Final:
         result: Result[Any] | None = outcome.result  # None only for an error raised by hand
         if result is None:
             return Final(MISSING, 0, "error", False)
-        return Final(MISSING, result.calls, result.stopped_because, False)
-    return Final(outcome.key if outcome.key is not None else MISSING, outcome.calls, outcome.stopped_because, outcome.stable)
+        return Final(MISSING, result.calls, result.stopped_because, False, _ballots(result))
+    return Final(outcome.key if outcome.key is not None else MISSING, outcome.calls, outcome.stopped_because, outcome.stable, _ballots(outcome))
+
+
+def _ballots(result: Result[Any]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {"slot": b.slot, "attempt": b.attempt, "status": b.status, "text": b.text, "answer": b.key if b.key is not None else MISSING}
+        for b in result.ballots
+    )
 
 
 def stabilized_phase(
@@ -247,7 +256,10 @@ def summarize(
         }
         if stable is not None:
             finals = [stable[c][i] for c in stable]
-            row["stabilized"] = {c: {"answer": stable[c][i].answer, "calls": stable[c][i].calls, "stopped_because": stable[c][i].stopped_because} for c in stable}
+            row["stabilized"] = {
+                c: {"answer": f.answer, "calls": f.calls, "stopped_because": f.stopped_because, "ballots": list(f.ballots)}
+                for c, f in zip(stable, finals, strict=True)
+            }
             row["agreement_after"] = majority_share([f.answer for f in finals])
             row["calls_per_answer"] = sum(f.calls for f in finals) / len(finals)
         prompts.append(row)

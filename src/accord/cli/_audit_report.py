@@ -166,7 +166,37 @@ def plots(audit: dict[str, Any]) -> list[tuple[str, str]]:
     return shown
 
 
+def _ballots_html(p: dict[str, Any], conditions: list[str]) -> str:
+    """The <details> of one prompt: the raw text under each condition, then each accord run's ballots."""
+    e = html.escape
+    raw = "".join(
+        f"<tr><td>{e(c)}</td><td><pre>{e(p['raw'][c]['text'])}</pre></td><td><code>{e(p['raw'][c]['answer'])}</code></td>"
+        f"<td>{e(_num(p['raw'][c]['min_margin']))}</td></tr>"
+        for c in conditions
+    )
+    runs = []
+    for c, run in (p.get("stabilized") or {}).items():
+        ballots = "".join(
+            f"<tr><td>{e(c)}</td><td>{b['slot']}</td><td>{b['attempt']}</td><td>{e(b['status'])}</td><td><pre>{e(b['text'] or '')}</pre></td>"
+            f"<td><code>{e(b['answer'])}</code></td></tr>"
+            for b in run.get("ballots", ())
+        )
+        runs.append(f"<tr class='run'><td>{e(c)}</td><td colspan='5'>accord: <code>{e(run['answer'])}</code> after {run['calls']} calls"
+                    f" ({e(run['stopped_because'])})</td></tr>{ballots}")
+    stabilized = (
+        "<table><tr><th>condition</th><th>slot</th><th>attempt</th><th>status</th><th>text</th><th>answer</th></tr>" + "".join(runs) + "</table>"
+        if runs else ""
+    )
+    count = len(conditions) + sum(len(r.get("ballots", ())) for r in (p.get("stabilized") or {}).values())
+    return (
+        f"<details><summary>{count} texts: the raw call under each condition"
+        f"{', then the ballots of each accord run' if runs else ''}</summary>"
+        f"<table><tr><th>condition</th><th>raw text</th><th>answer</th><th>min margin</th></tr>{raw}</table>{stabilized}</details>"
+    )
+
+
 def render_html(audit: dict[str, Any]) -> str:
+    """The self-contained page: headline table, plots, and one row per prompt whose ballots expand."""
     e = html.escape
     head = "".join(f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td></tr>" for a, b, c in headline_rows(audit))
     floors = "".join(
@@ -180,14 +210,17 @@ def render_html(audit: dict[str, Any]) -> str:
         cells = "".join(f"<td><code>{e(p['raw'][c]['answer'])}</code></td>" for c in conditions)
         after = e(", ".join(sorted({s['answer'] for s in p.get("stabilized", {}).values()})))
         prompt_rows.append(
-            f"<tr class='{'ok' if p['answer_agrees'] else 'bad'}'><td>{e(p['id'])}</td><td>{e(p['prompt'])}</td>"
+            f"<tr class='{'ok' if p['answer_agrees'] else 'bad'}' id='prompt-{e(p['id'])}'><td>{e(p['id'])}</td><td>{e(p['prompt'])}"
+            f"{_ballots_html(p, conditions)}</td>"
             f"<td>{e(json.dumps(p['gold'], ensure_ascii=False)) if p['gold'] is not None else '-'}</td>{cells}<td><code>{after}</code></td></tr>"
         )
     condition_heads = "".join(f"<th>{e(c)}</th>" for c in conditions)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>accord audit</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}}tr.bad{{background:#fde8e8}}img{{max-width:100%}}</style>
+td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px;vertical-align:top}}tr.bad{{background:#fde8e8}}img{{max-width:100%}}
+details{{margin-top:4px}}summary{{cursor:pointer;color:#1a4f9c}}details table{{background:#fff;margin:4px 0}}
+pre{{margin:0;white-space:pre-wrap;max-width:40em}}tr.run td{{background:#eef3fb}}</style>
 </head><body>
 <h1>accord audit</h1>
 <p>{audit['prompts_audited']} prompts, {audit['n']} conditions: {e(', '.join(conditions))}. Model: {e(str(audit.get('model', '')))}.
@@ -196,7 +229,8 @@ TARr/TARa@N after Atil et al. 2024, "Non-Determinism of 'Deterministic' LLM Sett
 {'<h2>Noise floor per perturbation and dtype</h2><table>' + floors + '</table>' if floors else ''}
 {figures}
 <h2>Every prompt</h2>
-<table><tr><th>id</th><th>prompt</th><th>gold</th>{condition_heads}<th>accord</th></tr>{''.join(prompt_rows)}</table>
+<p>Open a prompt's texts to read what the model wrote under each condition and every ballot of accord's runs.</p>
+<table id="prompts"><tr><th>id</th><th>prompt</th><th>gold</th>{condition_heads}<th>accord</th></tr>{''.join(prompt_rows)}</table>
 </body></html>
 """
 
