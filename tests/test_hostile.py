@@ -453,7 +453,8 @@ def test_keyboard_interrupt_leaves_the_run_interrupted_in_the_ledger(tmp_path: P
         raise KeyboardInterrupt
 
     ledger = accord.Ledger(tmp_path / "ledger.sqlite3")
-    stab = Stabilizer(fn, Review, vote=Vote(k=3, quorum=3), schema_in_prompt=False, ledger=ledger)
+    model = accord.models.function(fn, name="interrupted")  # fn holds a lock: no identity of its own
+    stab = Stabilizer(model, Review, vote=Vote(k=3, quorum=3), schema_in_prompt=False, ledger=ledger)
     with pytest.raises(KeyboardInterrupt):
         stab.run("q")
     runs = ledger.runs()

@@ -164,6 +164,9 @@ class Stabilizer(Generic[T]):
         self.ledger = ledger
         self.hooks = hooks
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
+        key = getattr(ledger, "key", None)
+        if callable(key):  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
+            key(self, "")
 
     def _flow(self, prompt: Prompt, pending: Any = None, watch: Watch | None = None) -> Any:
         policy = self.policy
