@@ -140,6 +140,15 @@ def normalizers(value: Any) -> tuple[Callable[[str], str], ...]:
     return out
 
 
+def prompt(value: Any) -> Any:
+    """A prompt: a string, or a non-empty list of ``{"role": ..., "content": ...}`` messages."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m and "content" in m for m in value):
+        return value
+    raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
 def prompts(value: Any) -> list[Any]:
     """``map(prompts)``: an iterable of prompts, never one string (which would be one prompt per character)."""
     if isinstance(value, (str, bytes, dict)):
