@@ -201,7 +201,7 @@ class Stabilizer(Generic[T]):
                 if batch is None:
                     result = self._decide(prompt, refresh, watch)
                 else:  # claimed as map claims it: runs of this prompt elsewhere wait for this one, or this for theirs
-                    result = run_coroutine(self._claimed(prompt, batch, lambda: asyncio.to_thread(self._decide, prompt, refresh, watch)))
+                    result = run_coroutine(self._claimed(prompt, batch, lambda: self._inline(prompt, refresh, watch)))
         except BaseException as exc:
             if watch is not None:
                 watch.crash(exc)
@@ -235,6 +235,10 @@ class Stabilizer(Generic[T]):
     def _decide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
         pending = self._begin(prompt)
         return self._remember(prompt, drive(self._flow(prompt, pending, watch), self.model, watch), refresh, pending)
+
+    async def _inline(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
+        """:meth:`_decide` on the claim's own loop, which has nothing else to run meanwhile."""
+        return self._decide(prompt, refresh, watch)
 
     async def _adecide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
         pending = self._begin(prompt)
