@@ -11,6 +11,9 @@ of ``--dsn``, in a new database there):
   each with its own Ledger connection);
 - hits: ``ledger.recall`` (key hash, the stored answer read, JSON decoded, values validated again
   through the schema, ballots rebuilt) and ``Stabilizer.run`` on a decided prompt;
+- misses: ``Stabilizer.run`` on a new prompt (a function backend that answers at once): the
+  recall, the prompt's claim (the look, the claim that opens the run, the release with the
+  stored run), the ballots stored as they come, the run stored;
 - workers: 1, 2 and 4 worker processes run ``Stabilizer.map`` at once over the same batch of
   prompts, on a fresh ledger, with a backend that takes 50 ms a call (``time.sleep``: a remote
   server's latency) and ``Vote(k=3)`` (2 calls per prompt, one after the other); decided prompts
@@ -164,11 +167,17 @@ def hits_and_writes(places: Places, writes: int, hits: int) -> dict[str, Any]:
     replayed = stab.run(prompts[0])
     assert replayed.replayed and replayed.value == result.value and len(replayed.ballots) == K
 
+    answer = json.dumps(ANSWER)
+    deciding = accord.Stabilizer(accord.models.function(lambda prompt: answer, fingerprint="bench-model"), Order,
+                                 vote=accord.Vote(k=K, early_stop=False), ledger=ledger)  # fmt: skip
+    miss_times, miss_cpu = timed(hits // 10, lambda i: deciding.run(f"new order {i}"))
+
     stored = len(ledger.runs(limit=None))
     ledger.close()  # SQLite: the last connection checkpoints and removes the WAL
     return {
         "recall": recall_times, "run": run_times, "remember": write_times, "sequential": sequential, "threaded": threaded,
-        "cpu": {"recall": recall_cpu, "run": run_cpu, "remember": write_cpu}, "stored": stored, "size": size_of(places, where),
+        "miss": miss_times, "cpu": {"recall": recall_cpu, "run": run_cpu, "remember": write_cpu, "miss": miss_cpu}, "stored": stored,
+        "size": size_of(places, where),
     }  # fmt: skip
 
 
@@ -295,11 +304,12 @@ def report(
     print(row("hit: Ledger.recall", figures["recall"]))
     print(row("hit: Stabilizer.run (replayed)", figures["run"]))
     print(row("write: Ledger.remember", figures["remember"]))
+    print(row(f"miss: Stabilizer.run ({K} ballots)", figures["miss"]))
     print(f"  write throughput, 1 writer:         {figures['sequential']:>8.0f} runs/s ({figures['sequential'] * K:.0f} ballots/s)")
     print(f"  write throughput, 4 writer threads: {figures['threaded']:>8.0f} runs/s (each its own connection)")
     cpu = figures["cpu"]
     print(f"  CPU per call (process time):        recall {cpu['recall'] * 1000:.3f} ms, replayed run {cpu['run'] * 1000:.3f} ms, "
-          f"remember {cpu['remember'] * 1000:.3f} ms")  # fmt: skip
+          f"remember {cpu['remember'] * 1000:.3f} ms, decided run {cpu['miss'] * 1000:.3f} ms")  # fmt: skip
     size = figures["size"]
     print(f"  stored: {figures['stored']} runs, {size / 1e6:.1f} MB ({size / figures['stored'] / 1e3:.1f} kB per run of {K} ballots)")
     for (count, concurrency), (rate, cpu, served) in rates.items():

@@ -121,6 +121,69 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in result.output and "no such file" in result.output
 
 
+
+def scripted_target(monkeypatch: pytest.MonkeyPatch, answers: int = 40) -> list[str]:
+    """``--model local`` opens two scripted conditions instead of the model (the CLI's options and
+    output are under test here; the model end to end below); the models opened are logged."""
+    from accord.cli import _audit
+
+    opened: list[str] = []
+
+    def open_target(model: str, model_name: str | None = None, *, quick: bool = False) -> _audit.Target:
+        opened.append(model)
+        conditions = (Condition("a", models.scripted(["red"] * answers)), Condition("b", models.scripted(["red"] * answers)))
+        return _audit.Target("scripted", conditions)
+
+    monkeypatch.setattr(_audit, "open_target", open_target)
+    monkeypatch.setattr(_audit, "measured_floors", lambda conditions: {})
+    return opened
+
+
+def prompts_file(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{i}", "prompt": f"Name colour {i}."}) + "\n" for i in range(n)))
+    return path
+
+
+def test_cli_shows_progress_on_stderr_when_piped_and_limit_audits_the_first_prompts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from accord.cli._app import app
+
+    scripted_target(monkeypatch)
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["audit", str(prompts_file(tmp_path, 5)), "--limit", "3", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [p["id"] for p in json.loads((out / "report.json").read_text())["prompts"]] == ["p0", "p1", "p2"]
+    progress = result.stderr
+    assert "opening local" in progress, "the model load is announced before it starts"
+    assert "raw: every condition 1/6" in progress and "raw: every condition 6/6" in progress, progress
+    assert "stabilized 6/6" in progress and "TARa" not in progress, "progress on stderr, the report on stdout"
+
+
+def test_cli_checks_options_only_where_they_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from accord.cli._app import app
+
+    opened = scripted_target(monkeypatch)
+    prompts = str(prompts_file(tmp_path, 1))
+    local = CliRunner().invoke(app, ["audit", prompts, "--runs", "1", "--quick"])
+    assert local.exit_code == 0, local.output
+    assert "--runs applies over HTTP only" in local.stderr
+    http = CliRunner().invoke(app, ["audit", prompts, "--model", "openai:http://127.0.0.1:9/v1", "--runs", "1"])
+    assert http.exit_code == 2 and "--runs must be at least 2" in http.output and opened == ["local"], "refused before opening"
+    for unused in (["--model-name", "x"], ["--concurrency", "2"]):
+        done = CliRunner().invoke(app, ["audit", prompts, "--quick", *unused])
+        assert done.exit_code == 0 and f"{unused[0]} applies over HTTP only" in done.stderr, (unused, done.output)
+    for bad in (["--limit", "0"], ["--model", "openai:http://127.0.0.1:9/v1", "--concurrency", "-1"]):
+        done = CliRunner().invoke(app, ["audit", prompts, *bad])
+        assert done.exit_code == 2 and "Traceback" not in done.output, (bad, done.output)
+    assert opened == ["local"] * 3, "a bad option is refused before the model is opened"
+
+
 @pytest.mark.model
 def test_cli_end_to_end_on_the_embedded_model(tmp_path: Path, local_model: object, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner

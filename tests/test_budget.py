@@ -60,3 +60,29 @@ def test_requests_carry_the_time_the_budget_has_left() -> None:
     model = models.scripted([GOOD])
     Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
     assert model.requests[0].deadline is None
+
+
+def test_budget_exceeded_names_the_dominant_cause() -> None:
+    def slow(prompt: str) -> str:
+        raise TimeoutError("the upstream read timed out")
+
+    with pytest.raises(accord.BudgetExceeded) as info:
+        Stabilizer(models.function(slow), schema=Review, budget=Budget(max_calls=4)).run("q")
+    error = info.value
+    assert error.cause == "TimeoutError" and error.causes == {"TimeoutError": 4}
+    assert "TimeoutError" in str(error) and "4 of 4" in str(error) and "the upstream read timed out" in str(error)
+
+
+def test_budget_exceeded_names_invalid_output_as_the_cause() -> None:
+    model = models.scripted(["not json at all"] * 6)
+    with pytest.raises(accord.BudgetExceeded) as info:
+        Stabilizer(model, schema=Review, budget=Budget(max_calls=3)).run("q")
+    assert info.value.cause is not None and info.value.cause.startswith("invalid output")
+    assert info.value.cause in str(info.value)
+
+
+def test_budget_exceeded_without_failed_calls_names_no_cause() -> None:
+    other = '{"stars": 2, "sentiment": "negative"}'
+    with pytest.raises(accord.BudgetExceeded) as info:
+        Stabilizer(models.scripted([GOOD, other, GOOD]), schema=Review, budget=Budget(max_calls=2)).run("q")
+    assert info.value.cause is None and info.value.causes == {}

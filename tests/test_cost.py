@@ -100,7 +100,8 @@ def test_prices_are_not_in_the_ledger_key_and_costs_are_replayed(tmp_path: Any) 
         assert ledger.key(stab(PRICES), "q") == ledger.key(stab(None), "q")
         first = stab(PRICES).run("q")
         replay = stab(PRICES).run("q")
-    assert replay.replayed and replay.usage.cost == pytest.approx(first.usage.cost)
+    assert replay.replayed and replay.usage == Usage(), "a replay calls no model: it costs nothing"
+    assert replay.original_usage is not None and replay.original_usage.cost == pytest.approx(first.usage.cost)
     assert [b.usage.cost for b in replay.ballots] == pytest.approx([b.usage.cost for b in first.ballots])
 
 

@@ -453,7 +453,8 @@ def test_keyboard_interrupt_leaves_the_run_interrupted_in_the_ledger(tmp_path: P
         raise KeyboardInterrupt
 
     ledger = accord.Ledger(tmp_path / "ledger.sqlite3")
-    stab = Stabilizer(fn, Review, vote=Vote(k=3, quorum=3), schema_in_prompt=False, ledger=ledger)
+    model = accord.models.function(fn, name="interrupted")  # fn holds a lock: no identity of its own
+    stab = Stabilizer(model, Review, vote=Vote(k=3, quorum=3), schema_in_prompt=False, ledger=ledger)
     with pytest.raises(KeyboardInterrupt):
         stab.run("q")
     runs = ledger.runs()
@@ -519,6 +520,31 @@ def test_calibrate_writes_to_the_user_data_dir_not_into_the_package(tmp_path: Pa
     monkeypatch.setenv("ACCORD_DATA_DIR", str(tmp_path))
     target.write_text(json.dumps({"models": {"fp": {"float32": {"floors": {"greedy": 0.25}}}}}))
     assert _calibrate.shipped("fp", "float32") == {"greedy": 0.25}  # the user's floors are read first
+
+
+
+def _never_loads(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the model was looked for or loaded: the option should have been refused first")
+
+
+def test_calibrate_refuses_a_model_it_does_not_know_before_loading_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accord.backends.local import _embedded
+
+    monkeypatch.setattr(_embedded, "find_gguf", _never_loads)
+    for bogus in ("bogus", "openai:", "local:x", "transformers"):
+        exit_code, output, escaped, _ = run_cli(["calibrate", "--model", bogus])
+        assert escaped is None and exit_code == 2, (bogus, exit_code, output, escaped)
+        assert "--model" in output and "local" in output and "openai:BASE_URL" in output and "Traceback" not in output
+
+
+def test_an_unknown_dtype_is_a_config_error_before_any_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accord.backends.local import _embedded, _load
+
+    monkeypatch.setattr(_embedded, "find_gguf", _never_loads)
+    monkeypatch.setattr(_load, "load", _never_loads)
+    for make in (lambda: accord.models.local(dtype="banana"), lambda: accord.models.transformers("/nonexistent", dtype="banana")):
+        with pytest.raises(accord.ConfigError, match="banana"):
+            make()
 
 
 # -- the table -------------------------------------------------------------------------------------

@@ -304,7 +304,7 @@ def test_a_claim_opens_the_run_and_storing_it_lets_go_naming_the_answer(ledger: 
 
 def test_look_reads_several_keys_at_once(ledger: Ledger) -> None:
     s, store = stab(Counter(), ledger=ledger), ledger._store
-    s.run("decided")
+    ledger.remember(s, "decided", stab(Counter()).run("decided"))  # decided without a claim (run() would claim it)
     keys = [ledger.key(s, p) for p in ("decided", "held", "never")]
     owner = claim_elsewhere(ledger, s, "held", lease=30.0)
     found = store.look(keys)
@@ -375,6 +375,82 @@ def test_map_refresh_with_claims_decides_again_and_a_waiter_takes_the_refreshed_
         again = s.map(["a", "b", "a"], progress=False, refresh=True)
         assert [(r.value, r.replayed) for r in again] == [("negative", False), ("negative", False), ("negative", True)]
         assert len(model.calls) == 12 and sum(r["current"] for r in ledger.runs()) == 2
+
+
+
+class Slow(Counter):
+    """A Counter whose calls take a while, so that threads deciding one prompt overlap."""
+
+    def __call__(self, prompt: Any, request: Any = None) -> str:
+        time.sleep(0.05)
+        return super().__call__(prompt, request)
+
+
+@pytest.mark.parametrize("driver", ["run", "arun"])
+def test_threads_running_one_prompt_at_once_decide_it_once(where: str, driver: str) -> None:
+    model = Slow()
+    with Ledger(where) as ledger:
+        s = stab(model, ledger=ledger)
+        barrier = threading.Barrier(8)
+        results: list[Any] = [None] * 8
+
+        def worker(i: int) -> None:
+            barrier.wait(timeout=30)
+            results[i] = s.run("same") if driver == "run" else asyncio.run(s.arun("same"))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert None not in results, "a thread failed (see its traceback)"
+        assert len(model.calls) == 3, f"decided {len(model.calls) // 3} times"
+        assert sum(not r.replayed for r in results) == 1 and {r.value for r in results} == {"positive"}
+        assert len(ledger.runs()) == 1
+
+
+def test_a_run_waits_for_a_prompt_another_worker_holds_and_replays_its_answer(where: str) -> None:
+    with Ledger(where, lease=30.0) as ledger:
+        model = Counter("positive")
+        s = stab(model, ledger=ledger)
+        owner = claim_elsewhere(ledger, s, "held", lease=30.0)
+        other = stab(Counter("negative"))
+
+        def finish_elsewhere() -> None:
+            time.sleep(0.5)
+            with Ledger(where) as theirs:
+                done = theirs.remember(other, "held", other.run("held"))
+                theirs._store.release(theirs.key(other, "held"), owner, done.meta["ledger"]["run"])
+
+        thread = threading.Thread(target=finish_elsewhere)
+        thread.start()
+        start = time.monotonic()
+        result = s.run("held")
+        waited = time.monotonic() - start
+        thread.join()
+    assert (result.value, result.replayed) == ("negative", True) and model.calls == []
+    assert 0.4 <= waited < 10
+
+
+def test_a_replay_made_no_call_and_names_the_calls_of_the_decision(ledger: Ledger) -> None:
+    s = stab(Counter(), ledger=ledger)
+    first = s.run("q")
+    assert (first.calls, first.usage.calls, first.original_calls, first.original_usage) == (3, 3, 3, first.usage)
+    again = s.run("q")
+    assert again.replayed and again.calls == 0 and again.usage.calls == 0 and again.usage.seconds == 0
+    assert again.original_calls == 3 and len(again.ballots) == 3
+    assert again.original_usage is not None and again.original_usage.to_dict() == first.usage.to_dict()
+    assert again.to_dict()["calls"] == 0 and again.to_dict()["original_calls"] == 3
+    assert [r.calls for r in s.map(["q", "q2"], progress=False)] == [0, 3]
+
+
+def test_the_result_names_the_ledger_key_that_show_takes(ledger: Ledger) -> None:
+    s = stab(Counter(), ledger=ledger)
+    first, again = s.run("q"), s.run("q")
+    assert first.ledger_key == again.ledger_key == ledger.key(s, "q")
+    assert first.key == '"positive"', "Result.key stays the winning canonical form"
+    assert ledger.show(first.ledger_key)["key"] == first.ledger_key
+    assert stab(Counter()).run("q").ledger_key is None, "no ledger, no ledger key"
 
 
 # -- the key ----------------------------------------------------------------------------------

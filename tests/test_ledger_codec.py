@@ -72,9 +72,11 @@ def test_decode_rebuilds_the_result_with_values_validated_again() -> None:
     assert back.replayed and not result.replayed
     assert isinstance(back.value, Review) and back.value == result.value
     assert back.data == {"stars": 4, "sentiment": "positive"} == result.data
-    assert (back.stable, back.agreement, back.votes, back.stopped_because, back.key, back.calls) == (
+    assert (back.stable, back.agreement, back.votes, back.stopped_because, back.key, back.original_calls) == (
         result.stable, result.agreement, result.votes, result.stopped_because, result.key, result.calls)
-    assert back.usage.to_dict() == result.usage.to_dict() and back.fingerprint == result.fingerprint == "m"
+    assert back.calls == 0 and back.usage == Usage(), "a replay calls no model"
+    assert back.original_usage is not None and back.original_usage.to_dict() == result.usage.to_dict()
+    assert back.fingerprint == result.fingerprint == "m"
     assert [b.to_dict() for b in back.ballots] == [b.to_dict() for b in result.ballots]
     assert all(isinstance(b.value, Review) for b in back.ballots)
     assert back.meta["ledger"] == {"key": "ab" * 32, "run": 7, "decided": 1700000000.5}

@@ -46,10 +46,19 @@ def test_the_context_is_cached_per_stabilizer_and_recomputed_when_it_changes() -
     assert keys.context(stab()).id == first.id, "an equal stabilizer has an equal context"
 
 
-def test_a_backend_without_a_fingerprint_goes_by_its_type() -> None:
+def test_a_function_backend_without_a_name_goes_by_its_function_never_by_its_type() -> None:
     s = stab()
-    s.model.fingerprint = ""
-    assert json.loads(Keys().context(s).material)["model"] == "accord.backends._function:FunctionBackend"
+    s.model.fingerprint = ""  # no name: the lambda's own identity, derived from its code
+    model = json.loads(Keys().context(s).material)["model"]
+    assert model.startswith(f"{__name__}:stab.<locals>.<lambda>#") and model == s.model.identity()
+
+
+def test_a_backend_that_names_no_model_has_no_key() -> None:
+    s = stab()
+    s.model = accord.models.scripted([])
+    s.model.fingerprint = "unknown"
+    with pytest.raises(accord.ConfigError, match="names no model"):
+        Keys().context(s)
 
 
 def test_the_policy_leaves_out_what_never_chooses_the_answer() -> None:

@@ -199,7 +199,8 @@ def test_a_retryable_fault_is_retried_after_the_backoff() -> None:
     assert step.start[0].request.input == first.request.input
     result = finish(flow, [answer(step.start[0], GOOD)])
     assert [b.status for b in result.ballots] == ["error", "valid"] and result.stable
-    assert result.ballots[0].error == {"stage": "backend", "message": "503", "type": "BackendError", "retryable": True}
+    assert result.ballots[0].error == {"stage": "backend", "message": "503", "type": "BackendError", "cause": "BackendError",
+                                       "retryable": True}
 
 
 def test_a_server_retry_after_longer_than_the_wait_is_the_delay() -> None:

@@ -81,3 +81,35 @@ def test_bad_prompt_and_policies_are_config_errors() -> None:
         Stabilizer(models.scripted([]), schema="not a schema")
     with pytest.raises(accord.ConfigError):
         accord.Budget(max_seconds=-1)
+
+
+@pytest.mark.parametrize("given,says", [
+    (object, "every value"),
+    (Any, "every value"),
+    (Review(stars=4, sentiment="positive"), "an instance of Review"),
+    (print, "builtin_function_or_method"),
+    (lambda text: text, "function"),
+])
+def test_a_schema_that_is_no_type_is_refused_naming_what_was_given(given: Any, says: str) -> None:
+    with pytest.raises(accord.UnsupportedSchema, match="schema=") as info:
+        Stabilizer(models.scripted([]), schema=given)
+    assert says in str(info.value)
+
+
+def test_types_pydantic_validates_are_still_schemas() -> None:
+    for schema in (list[int], dict[str, int], int | None, tuple[int, str], Literal["a"]):
+        assert Stabilizer(models.scripted([]), schema=schema).schema.kind in {"type", "choice", "scalar"}
+
+
+@pytest.mark.parametrize("fn", [lambda *, prompt: "1", lambda: "1", lambda prompt, other: "1"])
+def test_a_function_that_cannot_be_called_with_the_prompt_is_refused_at_construction(fn: Any) -> None:
+    with pytest.raises(accord.ConfigError, match="prompt"):
+        models.function(fn)
+    with pytest.raises(accord.ConfigError, match="prompt"):
+        Stabilizer(fn, schema=int)
+
+
+def test_functions_that_take_the_prompt_are_accepted() -> None:
+    for fn in (lambda prompt: "1", lambda prompt, request=None: "1", lambda *args: "1", lambda prompt, **kw: "1",
+               lambda prompt, /, *, request: "1"):
+        assert Stabilizer(fn, schema=int, vote=Vote(k=1)).run("q").value == 1

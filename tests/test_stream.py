@@ -22,6 +22,8 @@ class Typing(accord.models.Backend):
     ``streamed`` / ``generated`` record which ballot slots came through which method.
     """
 
+    fingerprint = "typing"  # the model's name, so a ledger can key its answers
+
     def __init__(self, texts: list[str], step: int = 4, blocking: bool = False) -> None:
         self.texts = list(texts)
         self.step = step

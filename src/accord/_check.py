@@ -10,15 +10,19 @@ checks from their constructors, so a value that cannot work fails at once with a
     seconds and factors                                   finite real numbers in their range
     stop=                                                 one string or a sequence of strings
     callables (tie_break, wait, stop, on_ballot)          callable
+    schema= (past the kinds it names itself)              a type or a typing form, never a value,
+                                                          never ``object`` or ``Any``
 """
 
 from __future__ import annotations
 
 import math
+import types
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._errors import ConfigError
+from ._errors import ConfigError, UnsupportedSchema
 
 MAX_K = 1000  # ballots per run: each is at least one model call; more is a typo, not a policy
 
@@ -136,6 +140,15 @@ def normalizers(value: Any) -> tuple[Callable[[str], str], ...]:
     return out
 
 
+def prompt(value: Any) -> Any:
+    """A prompt: a string, or a non-empty list of ``{"role": ..., "content": ...}`` messages."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m and "content" in m for m in value):
+        return value
+    raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
 def prompts(value: Any) -> list[Any]:
     """``map(prompts)``: an iterable of prompts, never one string (which would be one prompt per character)."""
     if isinstance(value, (str, bytes, dict)):
@@ -143,3 +156,31 @@ def prompts(value: Any) -> list[Any]:
     if not isinstance(value, Iterable):
         raise ConfigError(f"map() takes an iterable of prompts, got {type(value).__name__}")
     return list(value)
+
+
+_SCHEMAS = "pass a pydantic model, Literal[...], an Enum, a plain type, a JSON Schema dict, accord.Regex or accord.Grammar"
+
+
+def schema_type(source: Any) -> None:
+    """``schema=`` that is no pydantic model, choice, dict, Regex or Grammar: it must be a type
+    or a typing form (``list[int]``, ``int | None``, ``Annotated[...]``) that can refuse a value.
+    An UnsupportedSchema naming what was given otherwise: a value (a pydantic instance, a string,
+    a function), or ``object`` and ``Any``, which every value passes."""
+    if source is object or source is typing.Any:
+        raise UnsupportedSchema(f"schema={_shown(source)} accepts every value, so nothing would be validated: use str for free text, "
+                                "dict for any JSON object, or the type you expect")
+    if isinstance(source, type) or typing.get_origin(source) is not None or isinstance(source, (typing.NewType, typing.TypeVar)):
+        return
+    if type(source).__name__ in ("TypeAliasType", "ForwardRef"):
+        return
+    kind = type(source)
+    what = f"an instance of {kind.__name__}" if hasattr(kind, "model_fields") else f"a {kind.__module__}.{kind.__qualname__}"
+    if isinstance(source, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        what = f"a {kind.__name__} ({getattr(source, '__qualname__', source)!r})"
+    raise UnsupportedSchema(f"schema={_shown(source)} is {what}, a value, not a schema: {_SCHEMAS}")
+
+
+def _shown(value: Any) -> str:
+    text = getattr(value, "__name__", None) if isinstance(value, type) or value is typing.Any else None
+    text = text if isinstance(text, str) else repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"

@@ -9,7 +9,7 @@
     └── OutputError              the run ended without a stable value; ``.result`` holds every ballot
         ├── InvalidOutput        no ballot produced a valid value
         ├── NoConsensus          valid ballots, but no answer reached the quorum
-        └── BudgetExceeded       time, calls or tokens ran out before a decision
+        └── BudgetExceeded       time, calls, tokens or cost ran out before a decision; ``.cause``
 
 Every error may carry the :class:`~accord.Result` of the run it ended (``.result``); output
 errors always do, so no ballot is ever lost.
@@ -90,4 +90,16 @@ class NoConsensus(OutputError):
 
 
 class BudgetExceeded(OutputError):
-    """The budget (seconds, calls or tokens) ran out before the vote was decided."""
+    """The budget (seconds, calls, tokens or cost) ran out before the vote was decided.
+
+    ``cause``: what most of the run's failed calls failed with (``"TimeoutError"``, ``"invalid
+    output (validation)"``, ...), named in the message too; None when no call failed (the
+    ballots disagreed, or were still running). ``causes``: each cause with its count of calls.
+    """
+
+    def __init__(
+        self, message: str, *, cause: str | None = None, causes: dict[str, int] | None = None, result: Result[Any] | None = None
+    ) -> None:
+        super().__init__(message, result=result)
+        self.cause = cause
+        self.causes = dict(causes or {})

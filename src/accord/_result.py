@@ -71,10 +71,16 @@ class Result(Generic[T]):
     ``value`` is always a validated value (or None when the run failed without a plurality).
     ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
     gate, or the ballots it predicted). ``agreement``: winner's votes / valid ballots run. ``votes``: {canonical form: count}.
-    ``ballots``: one record per model call. ``stopped_because``: "unanimous", "unbeatable",
-    "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid ballot".
-    ``data``: the value's JSON data. ``environment``: library versions, backend, device, dtype, engine, model fingerprint,
-    generation settings and the perturbations the ballots ran under.
+    ``ballots``: one record per model call of the decision. ``stopped_because``: "unanimous",
+    "unbeatable", "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid
+    ballot". ``key``: the winning canonical form (the vote's key; the ledger's key is
+    :attr:`ledger_key`). ``data``: the value's JSON data. ``environment``: library versions,
+    backend, device, dtype, engine, model fingerprint, generation settings and the perturbations
+    the ballots ran under.
+
+    ``usage`` and :attr:`calls` are what this run spent: nothing for an answer the ledger
+    replayed (``replayed=True``), whose decision's are ``original_usage`` and
+    :attr:`original_calls`.
     """
 
     value: T | None
@@ -95,11 +101,26 @@ class Result(Generic[T]):
     meta: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     data: Any = None
+    original_usage: Usage | None = None
 
     @property
     def calls(self) -> int:
-        """Model calls made, every retry included."""
+        """Model calls this run made, every retry included: 0 for a replayed answer (``usage.calls``
+        when the run decided too and another writer's answer came first)."""
+        return self.usage.calls if self.replayed else len(self.ballots)
+
+    @property
+    def original_calls(self) -> int:
+        """Model calls of the decision that made this answer (its ballots), replayed or not."""
         return len(self.ballots)
+
+    @property
+    def ledger_key(self) -> str | None:
+        """The decision ledger's key of this answer (what ``accord ledger show`` takes); None
+        without a ledger, or when the ledger could not store the run."""
+        ledger = self.meta.get("ledger")
+        key = ledger.get("key") if isinstance(ledger, dict) else None
+        return key if isinstance(key, str) else None
 
     @property
     def ok(self) -> bool:
@@ -126,9 +147,12 @@ class Result(Generic[T]):
             "stopped_because": self.stopped_because,
             "calls": self.calls,
             "usage": self.usage.to_dict(),
+            "original_calls": self.original_calls,
+            "original_usage": (self.original_usage or self.usage).to_dict(),
             "schema": self.schema,
             "fingerprint": self.fingerprint,
             "key": self.key,
+            "ledger_key": self.ledger_key,
             "error": None if self.error is None else {"type": type(self.error).__name__, "message": str(self.error)},
             "field_agreement": self.field_agreement,
             "min_margin": _finite(self.min_margin),

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 import pydantic
 import pydantic_core
 
-from . import _deadline
+from . import _check, _deadline
 from ._errors import AccordError, UnsupportedSchema
 
 T = TypeVar("T")
@@ -190,6 +190,7 @@ class Schema(Generic[T]):
             return "object"
         if _is_literal(source) or (isinstance(source, type) and issubclass(source, enum.Enum)):
             return "choice"
+        _check.schema_type(source)  # a value (a pydantic instance, a function), object or Any: refused, named
         if source in _SCALAR_WORDS:
             return "scalar"
         if source is None or isinstance(source, (str, int, float, list, tuple)):

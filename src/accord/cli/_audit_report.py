@@ -10,6 +10,8 @@ import base64
 import html
 import io
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,15 +19,32 @@ from typing import Any
 
 import typer
 
+PLAIN_EVERY = 5.0  # seconds between two progress lines when stderr is no terminal
+
 
 @contextmanager
 def progress(total: int, label: str) -> Iterator[Callable[[], None]]:
-    """A rich progress bar; yields the tick to call after each unit of work."""
-    from rich.progress import Progress
+    """The progress of one phase on stderr; yields the tick to call after each unit of work. A rich
+    bar on a terminal; else (piped, logged) a plain line ``label done/total`` after the first
+    unit, every :data:`PLAIN_EVERY` seconds, and after the last."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import Progress
 
-    with Progress(transient=False) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda: bar.advance(task)
+        with Progress(transient=False, console=Console(stderr=True)) as bar:
+            task = bar.add_task(label, total=total)
+            yield lambda: bar.advance(task)
+        return
+    done, shown = 0, time.monotonic()
+
+    def tick() -> None:
+        nonlocal done, shown
+        done += 1
+        if done in (1, total) or time.monotonic() - shown >= PLAIN_EVERY:
+            shown = time.monotonic()
+            typer.echo(f"accord audit: {label} {done}/{total}", err=True)
+
+    yield tick
 
 
 def _pct(value: float | None) -> str:
@@ -239,67 +258,82 @@ def audit(
     prompts: str = typer.Argument(..., help="PROMPTS.jsonl: one {prompt, id?, schema?, gold?} a line."),
     *,
     model: str = typer.Option("local", "--model", help="local | transformers:PATH | openai:BASE_URL"),
-    model_name: str = typer.Option("", "--model-name", help="The model name on an OpenAI-compatible server."),
+    model_name: str = typer.Option("", "--model-name", help="Over HTTP: the model name on the server."),
     schema: str = typer.Option("", "--schema", help="module:Model for lines without a schema (default: str)."),
-    runs: int = typer.Option(5, "--runs", help="Concurrent repeated requests per prompt over HTTP."),
+    runs: int | None = typer.Option(None, "--runs", help="Over HTTP: concurrent repeated requests per prompt (default 5, at least 2)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Audit only the first N prompts of the file."),
     out: str = typer.Option("", "--out", help="Write report.json and a self-contained report.html here."),
     quick: bool = typer.Option(False, "--quick", help="Three conditions, few tokens."),
-    concurrency: int = typer.Option(0, "--concurrency", help="Over HTTP: send each request alone, then among N requests of other lengths."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="Over HTTP: send each request alone, then among N requests of other lengths."),
 ) -> None:
-    """Measure how much a model's answers fluctuate, raw and through accord."""
+    """Measure how much a model's answers fluctuate, raw and through accord (progress on stderr)."""
     from .._errors import AccordError
 
     try:
-        audit_command(prompts, model, model_name or None, schema or None, runs=runs, out=out or None, quick=quick, concurrency=concurrency)
+        audit_command(prompts, model, model_name or None, schema or None, runs=runs, out=out or None, quick=quick,
+                      concurrency=concurrency, limit=limit)
     except AccordError as exc:
         typer.echo(f"accord audit: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
 def audit_command(
-    prompts: str, model: str, model_name: str | None, schema: str | None, *, runs: int, out: str | None, quick: bool, concurrency: int = 0
+    prompts: str, model: str, model_name: str | None, schema: str | None, *, runs: int | None, out: str | None, quick: bool,
+    concurrency: int | None = 0, limit: int | None = None,
 ) -> dict[str, Any]:
-    """The whole ``accord audit`` run: load, both phases with progress bars, print, write."""
+    """The whole ``accord audit`` run: options checked, load, both phases with progress, print, write.
+
+    ``runs``, ``concurrency`` and ``model_name`` apply over HTTP only: checked there, and named on
+    stderr as unused for a local model. ``limit``: the first N prompts only.
+    """
     from rich.console import Console
 
     from .._errors import ConfigError
     from .._types import Settings
-    from ._audit import (
-        FULL_TOKENS,
-        QUICK_TOKENS,
-        http_raw_phase,
-        http_stabilized_phase,
-        measured_floors,
-        open_target,
-        raw_phase,
-        stabilized_phase,
-        summarize,
-    )
+    from . import _audit
     from ._audit_input import load_items
 
-    if runs < 2:
-        raise ConfigError(f"--runs must be at least 2, got {runs}")
+    http = model.partition(":")[0] == "openai"
+    if http:
+        runs = 5 if runs is None else runs
+        if runs < 2:
+            raise ConfigError(f"--runs must be at least 2, got {runs}")
+        if concurrency is not None and concurrency < 0:
+            raise ConfigError(f"--concurrency must be 0 (all at once) or more, got {concurrency}")
+    else:
+        unused = [name for name, value in (("--runs", runs), ("--concurrency", concurrency), ("--model-name", model_name)) if value]
+        for name in unused:
+            typer.echo(f"accord audit: {name} applies over HTTP only (--model openai:URL); a local model runs each prompt "
+                       "once per deployment condition", err=True)
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
     console = Console(stderr=True)
-    items = load_items(prompts, schema)
-    target = open_target(model, model_name, quick=quick)
-    tokens = QUICK_TOKENS if quick else FULL_TOKENS
+    items = load_items(prompts, schema)[:limit]
+    loading = "" if http else " (loading a local model takes a while)"
+    typer.echo(f"accord audit: {len(items)} prompt{'s' if len(items) != 1 else ''}; opening {model}{loading}", err=True)
+    start = time.monotonic()
+    target = _audit.open_target(model, model_name, quick=quick)
+    typer.echo(f"accord audit: opened {target.label} in {time.monotonic() - start:.1f} s", err=True)
+    tokens = _audit.QUICK_TOKENS if quick else _audit.FULL_TOKENS
     settings = Settings(max_tokens=tokens)
     floors: dict[str, dict[str, float]] = {}
     if target.http is not None:
-        with progress(len(items), f"raw: {runs} requests, " + (f"alone and among {concurrency}" if concurrency else "concurrent")) as tick:
-            raw = http_raw_phase(items, target.http, runs, settings, tick, concurrency=concurrency)
+        n, spread = runs if runs is not None else 5, concurrency or 0
+        with progress(len(items), f"raw: {n} requests, " + (f"alone and among {spread}" if spread else "concurrent")) as tick:
+            raw = _audit.http_raw_phase(items, target.http, n, settings, tick, concurrency=spread)
         with progress(len(items), "stabilized") as tick:
-            stable = http_stabilized_phase(items, target.http, runs, tokens, tick, concurrency=concurrency)
+            stable = _audit.http_stabilized_phase(items, target.http, n, tokens, tick, concurrency=spread)
         noise = target.http.noise()
         floors = {target.http.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
     else:
         conditions = list(target.conditions)
         with progress(len(items) * len(conditions), "raw: every condition") as tick:
-            raw = raw_phase(items, conditions, settings, tick)
+            raw = _audit.raw_phase(items, conditions, settings, tick)
         with progress(len(items) * len(conditions), "stabilized") as tick:
-            stable = stabilized_phase(items, conditions, tokens, tick)
-        floors = measured_floors(conditions)
-    audit = summarize(items, raw, stable, floors)
+            stable = _audit.stabilized_phase(items, conditions, tokens, tick)
+        typer.echo("accord audit: measuring the noise floors", err=True)
+        floors = _audit.measured_floors(conditions)
+    audit = _audit.summarize(items, raw, stable, floors)
     audit["model"] = target.label
     audit["max_tokens"] = tokens
     print_report(audit, Console())

@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .._errors import ConfigError
 from .._result import Result
 from . import _codec
 from ._ledger import HANDED, Pending, _brief
@@ -129,6 +130,8 @@ class Batch:
     def _entry(self, prompt: Any) -> Entry | None:
         try:
             return self.ledger._keys.entry(self.stabilizer, prompt)
+        except ConfigError:  # a model without an identity: refused, never a guess
+            raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember reports what it cannot store
             log.warning("accord ledger: no key for a prompt, deciding it without a claim (%s)", _brief(exc))
             return None

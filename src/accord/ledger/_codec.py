@@ -26,12 +26,13 @@ def encode(result: Result[Any], schema: Schema[Any]) -> EncodedRun:
     outcome = "accepted" if accepted else ("failed" if result.error is not None else "unstable")
     has_value = result.value is not None or (accepted and result.key is not None)
     doc = result.to_dict()
-    doc.pop("value")
+    for derived in ("value", "ledger_key", "original_calls", "original_usage"):  # a fresh run's: its own, or not known yet
+        doc.pop(derived)
     return EncodedRun(
         outcome=outcome,
         stopped_because=result.stopped_because,
         error=type(result.error).__name__ if result.error is not None else None,
-        calls=result.calls,
+        calls=result.original_calls,
         value=dumps(schema.dump(result.value)) if has_value else None,
         result=dumps({k: v for k, v in doc.items() if k != "ballots"}),
         ballots=[(b.status, ballot_body(b)) for b in result.ballots],
@@ -54,7 +55,8 @@ def ballot_body(ballot: Ballot) -> str:
 
 
 def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
-    """Rebuild an accepted Result: values validated again through the schema, ballots as Ballots."""
+    """Rebuild an accepted Result: values validated again through the schema, ballots as Ballots;
+    ``replayed``, with no usage of its own (the stored decision's is ``original_usage``)."""
     doc, value = json.loads(answer.result), answer.value
     ballots = tuple(decode_ballot(json.loads(body), schema) for body in answer.ballots)
     meta = {**doc.get("meta", {}), "ledger": {"key": answer.key, "run": answer.run, "decided": answer.created}}
@@ -65,7 +67,8 @@ def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
         votes=dict(doc["votes"]),
         ballots=ballots,
         stopped_because=doc["stopped_because"],
-        usage=decode_usage(doc["usage"]),
+        usage=Usage(),  # a replay calls no model: the decision's usage is the original's
+        original_usage=decode_usage(doc["usage"]),
         schema=doc.get("schema", ""),
         fingerprint=doc.get("fingerprint", ""),
         key=doc.get("key"),

@@ -2,9 +2,11 @@
 
 The key of a prompt under a stabilizer is the sha256 (hex) of the canonical JSON (sorted keys, no
 spaces) of ``{"ledger", "model", "policy", "request", "schema"}``: the key format version, the
-backend's logical fingerprint, the policy that chooses the answer (:func:`describe_policy`), the
-request as passed, and the schema (:func:`describe_schema`). Never the environment (device,
-dtype, host, library versions): another worker gets the same key.
+model's identity (``backend.identity()``: its name, or for a function an identity derived from
+its code and what it holds; never a guess, a ConfigError where none can be had), the policy that
+chooses the answer (:func:`describe_policy`), the request as passed, and the schema
+(:func:`describe_schema`). Never the environment (device, dtype, host, library versions):
+another worker gets the same key.
 
 Everything but the request (the *context*) is computed once per stabilizer and cached, so a key
 costs one canonical dump of the request and one hash.
@@ -17,12 +19,15 @@ import functools
 import hashlib
 import inspect
 import threading
+import types
 import weakref
 from typing import Any, NamedTuple
 
 from .._canonical import canonical_key
-from .._errors import LedgerError
+from .._errors import ConfigError, LedgerError
 from .._schema import Schema
+from ..backends._identity import Unnamed, named, readable
+from ..backends._identity import identity as identify
 from ._store import Entry
 
 KEY_VERSION = 1  # bump when the key material changes shape: old answers then miss, never go stale
@@ -53,8 +58,9 @@ class Keys:
 
     def context(self, stab: Any) -> Context:
         """Everything in the key but the request; recomputed when the stabilizer's policy, schema
-        or model fingerprint is another object than the cached one's."""
-        fingerprint = str(getattr(stab.model, "fingerprint", None) or qualname(type(stab.model)))
+        or model identity is another object than the cached one's. A ConfigError when the model
+        (or a callable of the policy) has no identity another process would derive the same."""
+        fingerprint = stab.model.identity()
         with self._lock:
             cached = self._contexts.get(stab)
             if cached and cached[0] is stab.policy and cached[1] is stab.schema and cached[2] == fingerprint:
@@ -100,7 +106,8 @@ def describe_policy(policy: Any) -> dict[str, Any]:
     """The policy part of the key: vote, retry attempts, settings, normalizers, schema hint,
     perturbation, and the system prompt and examples when there are any.
 
-    Callables go by qualified name. Left out: the budget, transport retries and their waits,
+    Callables go by their import path (``module:qualname``) when they have one, else by an
+    identity derived from their code and what they hold (``_identity``). Left out: the budget, transport retries and their waits,
     ``on_ballot``, ``on_no_consensus`` and the prices; fields newer than the first key format
     while they hold their default (``extract``), and ``system`` and ``examples`` while unset.
     """
@@ -132,9 +139,9 @@ def describe(obj: Any, depth: int = 0) -> Any:
     if isinstance(obj, dict):
         return {str(k): describe(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, functools.partial):
-        return {"partial": qualname(obj.func), "args": describe(obj.args, depth + 1), "keywords": describe(obj.keywords, depth + 1)}
+        return {"partial": routine(obj.func), "args": describe(obj.args, depth + 1), "keywords": describe(obj.keywords, depth + 1)}
     if inspect.isroutine(obj) or isinstance(obj, type):
-        return qualname(obj)
+        return routine(obj)
     if dataclasses.is_dataclass(obj):
         fields = {f.name: describe(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
         return {"type": qualname(type(obj)), **fields}
@@ -148,6 +155,29 @@ def describe(obj: Any, depth: int = 0) -> Any:
             return text
     attrs = {k: describe(v, depth + 1) for k, v in sorted(getattr(obj, "__dict__", {}).items()) if not k.startswith("_")}
     return {"type": qualname(type(obj)), **attrs}
+
+
+def routine(obj: Any) -> str:
+    """A function or class of a policy, as the key names it: its import path (``module:qualname``);
+    a class or a C function that has none by its qualified name, as before; anything else by an
+    identity derived from its code and what it holds; a ConfigError where none can be had."""
+    try:
+        path = named(obj)
+        if path is not None:
+            return path
+        if (isinstance(obj, type) and "<locals>" not in obj.__qualname__) or _unbound_builtin(obj):
+            return qualname(obj)
+        return identify(obj)
+    except Unnamed as why:
+        raise ConfigError(f"{readable(obj)} (in the policy) has no identity a ledger can trust: {why.reason}; use a module-level function") from None
+
+
+def _unbound_builtin(obj: Any) -> bool:
+    """A function written in C bound to no object (``str.lower``, ``len``): its name is all of it."""
+    if isinstance(obj, (types.FunctionType, types.MethodType, type)):
+        return False
+    owner = getattr(obj, "__self__", None)
+    return owner is None or isinstance(owner, (types.ModuleType, type))
 
 
 def qualname(obj: Any) -> str:

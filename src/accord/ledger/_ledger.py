@@ -125,6 +125,8 @@ class Ledger:
             if answer is None or (self.ttl is not None and time.time() - answer.decided > self.ttl):
                 return None
             return _codec.decode(answer, stabilizer.schema)
+        except ConfigError:  # a model without an identity: refused, never a guess
+            raise
         except Exception as exc:  # noqa: BLE001 - a broken ledger must never stop a run
             log.warning("accord ledger: recall failed, deciding afresh (%s)", _brief(exc))
             return None
@@ -143,6 +145,8 @@ class Ledger:
                 handed.begun = True  # opened with the claim, in the same round trip
                 return handed
             run_id = self._store.open_run(entry)
+        except ConfigError:
+            raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember stores its ballots
             log.warning("accord ledger: cannot open the run (%s); its ballots are stored when it ends", _brief(exc))
             return None
@@ -166,12 +170,14 @@ class Ledger:
             if pending is not None and owner is not None:  # let go, naming the key's answer
                 pending.released = True
                 pending.answer = winner if winner is not None else (run_id if run.outcome == "accepted" else None)
+        except ConfigError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a failed write never costs the answer
             log.warning("accord ledger: the run was not recorded (%s); returning its answer", _brief(exc))
             return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})
         if winner is not None:
-            try:
-                return _codec.decode(self._store.replay(winner), stabilizer.schema)
+            try:  # the first writer's answer; what this run spent deciding it too is its usage
+                return dataclasses.replace(_codec.decode(self._store.replay(winner), stabilizer.schema), usage=result.usage)
             except Exception as exc:  # noqa: BLE001 - then the caller gets its own answer
                 log.warning("accord ledger: cannot replay the first writer's answer (%s)", _brief(exc))
         return _with_meta(result, ledger={"key": entry.key, "run": run_id})

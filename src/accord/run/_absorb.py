@@ -147,7 +147,8 @@ class Absorb:
         usage = Usage(seconds=seconds, calls=1)
         self.usage = self.usage + usage
         retryable = isinstance(error, BackendError) and error.retryable
-        info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "retryable": retryable}
+        cause = error.__cause__ if error.__cause__ is not None else error
+        info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "cause": type(cause).__name__, "retryable": retryable}
         ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds)
         self.record(ballot)
         slot.faults += 1

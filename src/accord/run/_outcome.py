@@ -86,6 +86,7 @@ def result(
         ballots=tuple(ballots),
         stopped_because=reason,
         usage=usage,
+        original_usage=usage,
         schema=box.schema.name,
         fingerprint=backend.fingerprint,
         key=winner if found else None,
@@ -112,7 +113,15 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
     """The typed error of a failed run (see the module docstring)."""
     shown = ", ".join(f"{key} x{count}" for key, count in list(votes.items())[:5])
     if reason == BUDGET:
-        return BudgetExceeded(f"budget ran out before a decision ({len(ballots)} calls; votes: {shown or 'none'})")
+        causes = failures(ballots)
+        cause = next(iter(causes), None)
+        said = ""
+        if cause is not None:
+            failed = sum(1 for b in ballots if b.status in ("error", "invalid"))
+            last = next(b.error["message"] for b in reversed(ballots) if b.error and _cause(b) == cause)
+            said = f"; {causes[cause]} of {failed} failed calls: {cause} (last: {last[:200]})"
+        return BudgetExceeded(f"budget ran out before a decision ({len(ballots)} calls; votes: {shown or 'none'}{said})",
+                              cause=cause, causes=causes)
     if votes:
         return NoConsensus(f"no answer can reach the quorum of {box.quorum} of {box.k} (votes: {shown})")
     faults = [seat.fault for seat in box.seats if seat.fault is not None]
@@ -123,6 +132,24 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
     last_error = next((b.error for b in reversed(ballots) if b.error), None)
     detail = f"; last: {last_error['message']}" if last_error else ""
     return InvalidOutput(f"no valid output in {len(ballots)} calls{detail}")
+
+
+def failures(ballots: Sequence[Ballot]) -> dict[str, int]:
+    """What the failed calls failed with, the most frequent first (ties: the earliest seen):
+    a backend fault by its exception's type, an invalid output by the stage it failed."""
+    counts: dict[str, int] = {}
+    for ballot in ballots:
+        if ballot.status in ("error", "invalid") and ballot.error:
+            cause = _cause(ballot)
+            counts[cause] = counts.get(cause, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def _cause(ballot: Ballot) -> str:
+    error = ballot.error or {}
+    if ballot.status == "invalid":
+        return f"invalid output ({error.get('stage', 'unknown')})"
+    return str(error.get("cause") or error.get("type") or "error")
 
 
 def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot], chosen: Ballot | None) -> dict[str, Any]:

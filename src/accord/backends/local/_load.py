@@ -37,6 +37,7 @@ def open_model(
     ``model_or_path``: a local folder (or a hub id already in the local cache) or a loaded model,
     which keeps its own dtype unless one is given; the folder is None for a hub id or an object.
     """
+    torch_dtype(dtype)  # an unknown dtype is a ConfigError before anything is loaded
     if isinstance(model_or_path, (str, os.PathLike)):
         model, tokenizer = load(model_or_path, tokenizer, dtype, device, trust_remote_code)
         local = Path(model_or_path).expanduser()
@@ -55,10 +56,11 @@ def load(path: Any, tokenizer: Any, dtype: Any, device: str | None, trust_remote
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM
 
+    wanted = torch_dtype(dtype) or "auto"  # outside the try: an unknown dtype is a ConfigError, not a missing model
     try:
         with quiet_transformers():
             model = AutoModelForCausalLM.from_pretrained(
-                str(path), local_files_only=True, trust_remote_code=trust_remote_code, dtype=torch_dtype(dtype) or "auto",
+                str(path), local_files_only=True, trust_remote_code=trust_remote_code, dtype=wanted,
             )
     except (OSError, ValueError) as exc:
         raise ModelNotInstalled(f"cannot load a causal LM from local files at {str(path)!r}: {exc}") from exc
