@@ -1,6 +1,9 @@
 """Every schema in bounded size and time (issue #28): what a schema costs before the model is asked.
 
-    python benchmarks/schemas.py [--quick]
+    python benchmarks/schema_bounds.py [--quick]
+
+(Not ``benchmarks/schemas.py``, as issue #28 names it: the parsing tests import
+tests/data/malformed/schemas.py as ``schemas`` with benchmarks/ first on the path.)
 
 Over the real-world JSON Schemas of ../shared/jsonschemabench and the recursive models of
 tests/recursive.py (trees, mutual recursion, unions of recursive models, a deep ``$defs``
