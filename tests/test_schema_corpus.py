@@ -21,7 +21,7 @@ import pytest
 import accord
 from accord import Budget, Schema, Stabilizer, Vote
 from accord import _signature as signature
-from accord._prompt import build_input, render_feedback
+from accord._prompt import SKELETON_CHARS, build_input, render_feedback, skeleton
 from accord._read import Reading, read
 from accord._types import Feedback
 
@@ -66,10 +66,10 @@ def check(name: str, source: Any, text: str | None) -> None:
         assert seen[step] <= SECONDS, f"{name}: {step} took {seen[step]:.2f} s"
     if text is not None:
         assert isinstance(seen["reading"], Reading), f"{name}: {seen['reading']}"
-    shape = signature.skeleton(schema.json_schema)
-    assert len(shape) <= signature.SKELETON_CHARS + 200, f"{name}: a skeleton of {len(shape)} chars"
+    shape = skeleton(schema.json_schema)
+    assert len(shape) <= SKELETON_CHARS + 200, f"{name}: a skeleton of {len(shape)} chars"
     feedback = render_feedback(Feedback("extract", [{"loc": (), "msg": "echo", "type": "schema_echo"}]), schema)
-    assert len(feedback) <= signature.SKELETON_CHARS + 400
+    assert len(feedback) <= SKELETON_CHARS + 400
 
 
 @pytest.mark.skipif(not FILES, reason=f"no jsonschemabench data at {BENCH}")

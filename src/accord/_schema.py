@@ -24,9 +24,9 @@ import pydantic_core
 from . import _deadline
 from ._errors import AccordError, UnsupportedSchema
 from ._metaschema import MAX_PATTERN, check_patterns, check_schema
-from ._signature import Hint, hint, signature, skeleton
+from ._signature import Hint, hint, signature
 
-__all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature", "skeleton"]
+__all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature"]
 
 T = TypeVar("T")
 

@@ -2,7 +2,6 @@
 
     hint(json_schema) -> Hint(text, form, shortened)      the instruction, rendered once per schema
     signature(json_schema) -> str                         its signature alone
-    skeleton(json_schema, at=()) -> str                   the value's shape on one line (feedback)
 
 Small models copy a full JSON Schema back instead of answering; they answer a signature
 (``{"name": string, "age": int}``, BAML's and DSPy's style). The hint takes the first of these
@@ -15,25 +14,21 @@ forms that fits within the bound, ``len(text) <= len(compact JSON of the schema)
     ``transformers serve`` was valid on 20 of 24 items, with them 23.) Taken when no reference is
     recursive and nothing nests deeper than ``DEPTH`` levels.
 ``named``
-    Each definition the schema refers to more than once (``$defs``, ``definitions``, ``"#"``
-    itself, any local ``$ref``) is written once, as a block under its name (``Node {...}``),
-    and every reference is that name: ``"children": Node[]``. A recursive model costs one word
-    per reference, unions stay unions of names. A definition referred to once is inlined where
-    it is used, one that renders in ``SMALL`` characters on one line is inlined everywhere.
-    Linear in the schema: every definition's text is written once.
-``named, without comments``
-    The same, without the ``//`` comments.
-``json schema``
-    The compact JSON Schema itself, which is within the bound by definition.
+    Each definition the schema refers to more than once (``$defs``, ``definitions``, ``"#"`` itself, any
+    local ``$ref``) is written once, as a block under its name (``Node {...}``), and every reference is that
+    name: ``"children": Node[]``. A recursive model costs one word per reference, unions stay unions of
+    names. A definition referred to once is inlined where it is used, one that renders in ``SMALL``
+    characters on one line everywhere. Linear in the schema: every definition's text is written once.
+``named, without comments``: the same, without the ``//`` comments.
+``json schema``: the compact JSON Schema itself, which is within the bound by definition.
 
-In every form, a part too long to help a model is shortened: an ``enum`` shows its first members
-up to ``ENUM_CHARS`` characters and how many more there are, a ``pattern`` over
-``PATTERN_CHARS`` characters and a ``const`` over ``CONST_CHARS`` are named, not shown, and
-nesting deeper than ``MAX_DEPTH`` levels is ``any``. :attr:`Hint.shortened` says what was cut;
-a Result whose hint took a fallback form or cut something records it in
-``result.meta["schema_hint"]`` (:meth:`Hint.note`). The work of each form is bounded by the
-characters it may write, so a hint costs time linear in the schema, and each distinct schema is
-rendered once (a bounded cache keyed by its compact JSON).
+In every form, a part too long to help a model is shortened: an ``enum`` shows its first members up to
+``ENUM_CHARS`` characters and how many more there are, a ``pattern`` over ``PATTERN_CHARS`` characters and a
+``const`` over ``CONST_CHARS`` are named, not shown, nesting deeper than ``MAX_DEPTH`` levels is ``any``.
+:attr:`Hint.shortened` says what was cut; a Result whose hint took a fallback form or cut something records it
+in ``result.meta["schema_hint"]`` (:meth:`Hint.note`). The work of each form is bounded by the characters it may
+write, so a hint costs time linear in the schema; each distinct schema is rendered once (a bounded cache keyed
+by its compact JSON).
 """
 
 from __future__ import annotations
@@ -49,10 +44,7 @@ SLACK = 2_000  # characters a hint may take beyond the schema's compact JSON
 DEPTH = 8  # nesting the inline signature renders before it hands over to the named form
 MAX_DEPTH = 48  # nesting any form renders (deeper is "any"): no walk can exhaust the stack
 SMALL = 40  # a definition that renders in this many characters, on one line, is inlined everywhere
-ENUM_CHARS = 600
-PATTERN_CHARS = 200
-CONST_CHARS = 200
-SKELETON_CHARS = 1_000
+ENUM_CHARS, PATTERN_CHARS, CONST_CHARS = 600, 200, 200  # the longest enum, pattern and const a hint shows
 HEADER = "Answer in JSON using this schema:\n"
 JSON_HEADER = "Answer in JSON matching this JSON Schema:\n"
 
@@ -77,8 +69,7 @@ class Hint:
     schema_chars: int
 
     def note(self) -> dict[str, Any] | None:
-        """What a Result records of this hint (``meta["schema_hint"]``): None when the hint is a
-        full signature."""
+        """What a Result records of this hint (``meta["schema_hint"]``): None for a full signature."""
         if self.form in ("signature", "named") and not self.shortened:
             return None
         return {"form": self.form, "chars": len(self.text), "schema_chars": self.schema_chars, "shortened": list(self.shortened)}
@@ -113,8 +104,7 @@ def hint(schema: dict[str, Any]) -> Hint:
 
 def signature(schema: dict[str, Any]) -> str:
     """The compact type signature of a JSON Schema (the hint's text without its first line)."""
-    made = hint(schema)
-    return made.text.removeprefix(HEADER).removeprefix(JSON_HEADER)
+    return hint(schema).text.removeprefix(HEADER).removeprefix(JSON_HEADER)
 
 
 def _make(schema: dict[str, Any], text: str) -> Hint:
@@ -138,8 +128,7 @@ def _make(schema: dict[str, Any], text: str) -> Hint:
 
 
 class _GiveUp(Exception):
-    """This form does not fit: too long (``long``), or a recursive reference or nesting past
-    ``DEPTH`` for the inline form."""
+    """This form does not fit: too long (``long``), or (the inline form) recursive or nested past ``DEPTH``."""
 
     def __init__(self, long: bool = False) -> None:
         super().__init__()
@@ -152,11 +141,8 @@ class _Render:
     counted against ``limit``; past it, it gives up: the work is bounded by what it may write."""
 
     def __init__(self, root: dict[str, Any], limit: int, *, names: dict[str, str] | None, comments: bool = True) -> None:
-        self.root = root
-        self.limit = limit
+        self.root, self.limit, self.comments, self.size = root, limit, comments, 0
         self.names = None if names is None else dict(names)
-        self.comments = comments
-        self.size = 0
         self.stack: list[str] = []  # the references being inlined
         self.blocks: dict[str, str | None] = {}  # named references met -> their block
         self.order: list[str] = []  # ... in the order met
@@ -171,10 +157,7 @@ class _Render:
     def body(self) -> str:
         """The root's signature, then a block for each named definition it reaches."""
         head = self.type(self.root, 0)
-        done = 0
-        while done < len(self.order):  # blocks met while rendering blocks join the queue
-            ref = self.order[done]
-            done += 1
+        for ref in self.order:  # blocks met while rendering blocks join the queue
             assert self.names is not None
             target = _target(ref, self.root)
             self.stack.append(ref)
@@ -232,7 +215,7 @@ class _Render:
         return _TYPE_WORDS.get(kind, "any") if isinstance(kind, str) else "any"
 
     def ref(self, ref: str, depth: int) -> str:
-        names = self.names
+        ref, names = _unalias(ref, self.root), self.names
         if names is not None and ref in names:
             if ref not in self.blocks:
                 self.blocks[ref] = None  # written once, after the root
@@ -340,6 +323,7 @@ def _names(root: dict[str, Any]) -> dict[str, str]:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#") and not is_map:
+                ref = _unalias(ref, root)  # a use of an alias is a use of what it names
                 counts[ref] = counts.get(ref, 0) + 1
             todo.extend(
                 (v, k in _SCHEMA_MAPS and not is_map) for k, v in node.items()
@@ -350,18 +334,24 @@ def _names(root: dict[str, Any]) -> dict[str, str]:
     names: dict[str, str] = {}
     taken: set[str] = set()
     for ref, count in counts.items():
-        target = _target(ref, root)
-        if count + (0 if _is_definition(ref) else 1) < 2 or target is None or not set(target) - _ALIAS_KEYS:
-            continue  # used once, broken, or an alias of another reference (written as that one)
-        if _small(ref, root):
-            continue
+        if count + (0 if _is_definition(ref) else 1) < 2 or _target(ref, root) is None or _small(ref, root):
+            continue  # used once, broken, or small
         names[ref] = _fresh_name(ref, root, taken)
     return names
 
 
+def _unalias(ref: str, root: dict[str, Any]) -> str:
+    """The reference an alias stands for (a definition that is only ``{"$ref": ...}``), followed."""
+    for _ in range(32):
+        target = _target(ref, root)
+        if target is None or set(target) - _ALIAS_KEYS or not isinstance(target.get("$ref"), str):
+            break
+        ref = target["$ref"]
+    return ref
+
+
 def _is_definition(ref: str) -> bool:
-    """A pointer to a member of the root's ``$defs``/``definitions``, which the tree never
-    renders in place."""
+    """A pointer to a member of the root's ``$defs``/``definitions`` (never rendered in place)."""
     parts = ref[2:].split("/") if ref.startswith("#/") else []
     return len(parts) == 2 and parts[0] in ("$defs", "definitions")
 
@@ -408,60 +398,3 @@ def _target(ref: str, root: dict[str, Any]) -> Any:
         else:
             return None
     return node if isinstance(node, dict) else None
-
-
-# -- the skeleton (feedback) ------------------------------------------------------------------
-
-
-def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
-    """The value's shape on one line, ``...`` where each value goes: ``{"name": ..., "tags": [...]}``.
-
-    ``at``: the path of a part of the value (an error's ``loc``): that part's shape. Not JSON on
-    purpose: a model that copies it back gives no value. At most about ``SKELETON_CHARS``
-    characters (the rest of a large shape is ``...``), ``DEPTH`` levels deep.
-    """
-    from ._normalize import resolve
-
-    node: Any = schema
-    for step in at:
-        node = resolve(node, schema)
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        if isinstance(step, str) and step in props:
-            node = props[step]
-        elif isinstance(step, int) and isinstance(node.get("items"), dict):
-            node = node["items"]
-        else:
-            return "..."
-    return _Skeleton(schema).shape(node, 0)
-
-
-class _Skeleton:
-    def __init__(self, root: dict[str, Any]) -> None:
-        self.root = root
-        self.left = SKELETON_CHARS
-
-    def shape(self, node: Any, depth: int) -> str:
-        from ._normalize import resolve
-
-        node = resolve(node, self.root)
-        self.left -= 3
-        if not isinstance(node, dict) or depth > DEPTH or self.left <= 0:
-            return "..."
-        for key in ("anyOf", "oneOf"):
-            if isinstance(node.get(key), list) and node[key]:
-                return self.shape(node[key][0], depth + 1)
-        props = node.get("properties")
-        if isinstance(props, dict) and props:
-            parts = []
-            for k, v in props.items():
-                if self.left <= 0:
-                    parts.append("...")
-                    break
-                label = json.dumps(k, ensure_ascii=False)
-                self.left -= len(label) + 4
-                parts.append(f"{label}: {self.shape(v, depth + 1)}")
-            return "{" + ", ".join(parts) + "}"
-        if node.get("type") == "array" and isinstance(node.get("items"), dict):
-            self.left -= 7
-            return f"[{self.shape(node['items'], depth + 1)}, ...]"
-        return "..."
