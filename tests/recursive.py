@@ -99,6 +99,10 @@ def exponential_unions(levels: int = 40) -> dict[str, Any]:
     return {"type": "object", "properties": {"x": {"$ref": f"#/$defs/u{levels}"}}, "required": ["x"], "$defs": defs}
 
 
+SELF = {"title": "Tree", "type": "object", "required": ["v"],
+        "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
+
+
 def _nested(depth: int) -> dict[str, Any]:
     value: dict[str, Any] = {"value": 1}
     for i in range(depth):
@@ -113,6 +117,7 @@ SCHEMAS: list[tuple[str, Any, str]] = [
     ("expression (union of recursive models)", Program,
      '{"body": [{"op": "add", "left": {"op": "num", "value": 1}, "right": {"op": "neg", "arg": {"op": "num", "value": 2}}}]}'),
     ("$defs chain 40 deep", chain(40), json.dumps(_nested(40))),  # pydantic's own JSON Schema ends near 50
+    ("the root referring to itself ($ref: #)", SELF, '{"v": 1, "kids": [{"v": 2, "kids": []}]}'),
     ("$ref graph exponential when inlined", exponential_refs(), '{"a": {"v": 1}, "b": {"v": 2}}'),
     ("union graph exponential when inlined", exponential_unions(), '{"x": 7}'),
 ]

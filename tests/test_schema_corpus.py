@@ -26,7 +26,7 @@ from accord._read import Reading, read
 from accord._types import Feedback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recursive import SCHEMAS, Node
+from recursive import SCHEMAS, SELF, Node
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench"
 FILES = sorted(BENCH.glob("*.json"))
@@ -105,6 +105,7 @@ def test_the_tree_is_written_once_by_name() -> None:
         "}"
     )
     assert len(prompt) < 1_000 and Schema(Node)._hint.form == "named"
+    assert Schema(SELF).render().endswith('Tree {\n  "v": int,\n  "kids": Tree[], // optional\n}')  # "#": the root by name, once
 
 
 def test_definitions_used_once_are_inlined_and_shared_ones_named() -> None:

@@ -156,7 +156,7 @@ class _Render:
 
     def body(self) -> str:
         """The root's signature, then a block for each named definition it reaches."""
-        head = self.type(self.root, 0)
+        head = self.ref("#", 0) if self.names and "#" in self.names else self.type(self.root, 0)  # a recursive root: by name
         for ref in self.order:  # blocks met while rendering blocks join the queue
             assert self.names is not None
             target = _target(ref, self.root)
