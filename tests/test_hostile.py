@@ -31,6 +31,7 @@ import accord
 from accord import Budget, Completion, Extract, Grammar, Regex, Retry, Stabilizer, Vote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recursive import Node, exponential_refs, exponential_unions
 from reviews import GOOD, Review
 
 _SCRATCH = tempfile.TemporaryDirectory(prefix="accord-hostile-")  # removed when the process ends
@@ -239,6 +240,96 @@ def test_hostile_output(case: Case) -> None:
     )
     if case.expect is accord.BudgetExceeded:
         assert result.stopped_because == "budget"
+    if case.check is not None:
+        case.check(result)
+
+
+# -- hostile schemas (issue #28) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchemaCase:
+    """A hostile schema: construction, then a run with the schema in the prompt. It must give a
+    prompt within the schema's compact JSON plus 2,000 characters and a run within the budget
+    + 1 s, or raise ``UnsupportedSchema`` at construction naming the part (``names``)."""
+
+    name: str
+    schema: Callable[[], Any]
+    reply: str
+    expect: type[BaseException] | None  # None: a valid value
+    names: str = ""  # what the UnsupportedSchema message must name
+    build: float = 1.0  # seconds construction may take
+    check: Callable[[accord.Result[Any]], None] | None = None
+
+
+def hint_says(form: str | None = None, shortened: str | None = None) -> Callable[[accord.Result[Any]], None]:
+    """The Result records the shorter form or what the hint left out (``meta["schema_hint"]``)."""
+
+    def check(result: accord.Result[Any]) -> None:
+        note = result.meta.get("schema_hint")
+        assert note is not None, result.meta
+        assert form is None or note["form"] == form, note
+        assert shortened is None or any(shortened in s for s in note["shortened"]), note
+
+    return check
+
+
+def _wide(n: int) -> dict[str, Any]:
+    return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
+
+
+SCHEMA_CASES = [
+    SchemaCase("$ref graph exponential when inlined (2**40 objects)", exponential_refs, '{"a": {"v": 1}}', None),
+    SchemaCase("union graph exponential when inlined (2**40 branches)", exponential_unions, '{"x": 7}', None),
+    SchemaCase("union graph exponential, an invalid answer", exponential_unions, '{"x": "no"}', accord.BudgetExceeded),
+    # Construction is jsonschema's meta-schema check, about 0.4 ms a property (4 s here under load).
+    SchemaCase("10,000 properties", lambda: _wide(10_000), '{"p1": 1}', None, build=15.0, check=hint_says(form="named, without comments")),
+    SchemaCase("enum of 100,000 values", lambda: {"type": "object", "properties": {"c": {"enum": [f"v{i}" for i in range(100_000)]}},
+                                                  "required": ["c"]}, '{"c": "v99999"}', None, check=hint_says(shortened="enum of 100,000")),
+    SchemaCase("pattern of 1 MB", lambda: {"type": "object", "properties": {"code": {"type": "string", "pattern": "a" * (1 << 20)}}},
+               '{"code": "a"}', accord.UnsupportedSchema, names="#/properties/code/pattern"),
+    SchemaCase("Regex of 1 MB", lambda: Regex("a" * (1 << 20)), "a", accord.UnsupportedSchema, names="1,048,576 characters"),
+    SchemaCase("recursive tree (issue #28)", lambda: Node, '{"name": "a"}', None),
+]
+SCHEMA_BUDGET = 2.0
+
+
+def run_schema_case(case: SchemaCase) -> tuple[str, float, float, int, int, accord.Result[Any] | None, BaseException | None]:
+    """(outcome, construction seconds, run seconds, longest prompt, schema chars, Result, error)."""
+    prompts: list[str] = []
+    accord.Schema({"type": "object"})  # jsonschema's first import (seconds: its format checkers) is not the case's
+    start = time.monotonic()
+    try:
+        source = case.schema()
+        stab = Stabilizer(lambda p: prompts.append(p) or case.reply, source, vote=Vote(k=3), retry=Retry(attempts=2),
+                          budget=Budget(max_seconds=SCHEMA_BUDGET))
+    except accord.UnsupportedSchema as exc:
+        return "UnsupportedSchema", time.monotonic() - start, 0.0, 0, 0, None, exc
+    built = time.monotonic()
+    result: accord.Result[Any] | None
+    error: BaseException | None = None
+    try:
+        result = stab.run("q")
+    except accord.AccordError as exc:
+        result, error = exc.result, exc
+    ran = time.monotonic() - built
+    schema_chars = len(json.dumps(stab.schema.json_schema, separators=(",", ":"), ensure_ascii=False))
+    outcome = "value" if error is None else type(error).__name__
+    return outcome, built - start, ran, max(map(len, prompts), default=0), schema_chars, result, error
+
+
+@pytest.mark.parametrize("case", SCHEMA_CASES, ids=[c.name for c in SCHEMA_CASES])
+def test_hostile_schema(case: SchemaCase) -> None:
+    outcome, built, ran, prompt, schema_chars, result, error = run_schema_case(case)
+    expected = "value" if case.expect is None else case.expect.__name__
+    assert outcome == expected, f"{case.name}: {outcome} ({error!r})"
+    assert built <= case.build + 1.0, f"{case.name}: construction took {built:.2f} s"
+    if case.expect is accord.UnsupportedSchema:
+        assert case.names in str(error), str(error)
+        return
+    assert ran <= SCHEMA_BUDGET + 1.0, f"{case.name}: the run took {ran:.2f} s"
+    assert 0 < prompt <= len("q\n\n") + schema_chars + 2_000, f"{case.name}: a prompt of {prompt:,} chars for a schema of {schema_chars:,}"
+    assert result is not None and result.calls == len(result.ballots)
     if case.check is not None:
         case.check(result)
 
@@ -581,6 +672,12 @@ def table() -> str:
         budget = "none" if case.budget is None else f"{case.budget:g}"
         ballots = "-" if seen.ballots is None else str(seen.ballots)
         rows.append(f"| {cell(case.name)} | output | {expected} | {outcome} | {seen.seconds:.2f} ({budget}) | {seen.received} | {ballots} |")
+    for schema_case in SCHEMA_CASES:
+        outcome, built, ran, prompt, schema_chars, _, _ = run_schema_case(schema_case)
+        expected = "a value" if schema_case.expect is None else schema_case.expect.__name__
+        outcome = "a value" if outcome == "value" else outcome
+        said = f"prompt {prompt:,} chars, schema {schema_chars:,}" if prompt else "-"
+        rows.append(f"| {cell(schema_case.name)} | schema | {expected} | {outcome}; {said} | {built:.2f} + {ran:.2f} ({SCHEMA_BUDGET:g}) | - | - |")
     for name, build, expect in CONFIG_CASES:
         start = time.monotonic()
         try:

@@ -13,7 +13,8 @@ at which path, at what cost), and a candidate's score is the sum of its costs. T
   strings for string fields;
 - enum members matched case- and whitespace-insensitively;
 - unions (``anyOf``/``oneOf``): every member tried in order, the one with the fewest misfits and
-  the lowest cost kept, the first on a tie.
+  the lowest cost kept, the first on a tie. A member that is itself a union is tried as its
+  members (each distinct member once): nested unions cost their size, not its product.
 
 Anything else is left as it is, for validation to accept or reject: a coercion never invents a
 value the data does not hold.
@@ -103,7 +104,9 @@ class _Coercer:
 
     def union(self, data: Any, found: Plan, path: Path, depth: int) -> Any:
         best: tuple[int, int, Any, list[Coercion]] | None = None
-        for branch, resolved in zip(found.branches or (), branches_of(found, self.root), strict=True):
+        if found.leaves is None:
+            found.leaves = _leaves(found, self.table, self.root)
+        for branch, resolved in found.leaves:
             trial = _Coercer(self.root, self.closed, self.table)
             out = trial.walk(data, branch, path, depth + 1)
             if not _fits(out, resolved, self.root):
@@ -248,6 +251,25 @@ def _kinds(data: Any) -> frozenset[str]:
     if isinstance(data, dict):
         return _OBJECT
     return _NONE
+
+
+def _leaves(found: Plan, table: Plans, root: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """The union's members, ``(node, resolved)``, with each member that is a union replaced by
+    its own members, in order, each resolved node once (a union reached again adds nothing)."""
+    out: list[tuple[Any, dict[str, Any]]] = []
+    seen: set[int] = set()
+    todo: list[tuple[Any, dict[str, Any]]] = list(zip(found.branches or (), branches_of(found, root), strict=True))[::-1]
+    while todo:
+        branch, resolved = todo.pop()
+        if id(resolved) in seen:
+            continue
+        seen.add(id(resolved))
+        inner = plan_in(table, branch, root)
+        if inner.branches is not None:
+            todo.extend(list(zip(inner.branches, branches_of(inner, root), strict=True))[::-1])
+        else:
+            out.append((branch, resolved))
+    return out
 
 
 def _fits(data: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:

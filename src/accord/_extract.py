@@ -338,6 +338,7 @@ class _Echo:
         self.root = root
         self.typed = 0  # string leaves at a place with a type
         self.named = 0  # ... that hold the name of that type
+        self.memo: dict[int, set[str]] = {}  # id(schema node) -> names (the nodes live in root)
 
     def walk(self, data: Any, node: Any, depth: int) -> bool:
         if depth > 32:
@@ -391,12 +392,21 @@ class _Echo:
         kind = data.get("type")
         return isinstance(kind, str) and kind in _JSON_TYPES and bool(set(data) & _NODE_KEYS)
 
-    def names(self, node: dict[str, Any]) -> set[str]:
+    def names(self, node: dict[str, Any], depth: int = 0) -> set[str]:
+        """The type names a string here would echo; a union's, each member once (memoized, and
+        bounded in depth: a union that contains itself, or a chain of unions, ends)."""
+        found = self.memo.get(id(node))
+        if found is None:
+            found = self.memo[id(node)] = self._names(node, depth) if depth <= 32 else set()
+        return found
+
+    def _names(self, node: dict[str, Any], depth: int) -> set[str]:
         if "enum" in node or "const" in node:
             return set()
         for key in ("anyOf", "oneOf"):
             if isinstance(node.get(key), list):
-                return set().union(*(self.names(resolve(b, self.root)) for b in node[key]))
+                self.memo[id(node)] = set()  # reached again inside itself: nothing more
+                return set().union(*(self.names(resolve(b, self.root), depth + 1) for b in node[key]))
         types = types_of(node)
         if node.get("format") in ("date", "date-time"):
             return _TYPE_NAMES["date"] | _TYPE_NAMES["string"]

@@ -125,7 +125,7 @@ class Plan:
     Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
     inspect the schema's dicts again at every value they visit."""
 
-    __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "members", "node", "prefix",
+    __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "leaves", "members", "node", "prefix",
                  "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
                  "types")
 
@@ -176,6 +176,7 @@ class Plan:
             and (kind is not type(None) or "null" in self.shape_types)
         ) if raw else frozenset(_SCALAR_KINDS)
         self.resolved_branches: list[dict[str, Any]] | None = None
+        self.leaves: list[tuple[Any, dict[str, Any]]] | None = None  # the union flattened (coerce)
         self.folded_keys: dict[str, list[str]] | None = None
         self.takes_null: bool | None = None
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._schema import Schema, skeleton
+from ._schema import Schema
+from ._signature import DEPTH
 from ._types import Feedback, Message, Prompt
 
 _MAX_FEEDBACK_ERRORS = 8
+SKELETON_CHARS = 1_000  # about the most a skeleton writes
 
 
 def render_feedback(feedback: Feedback, schema: Schema[Any] | None = None) -> str:
@@ -78,3 +80,57 @@ def build_input(prompt: Prompt, schema: Schema[Any], *, hint: bool, feedback: Fe
     if extras:
         messages.append({"role": "user", "content": "\n\n".join(extras)})
     return messages
+
+
+def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
+    """The value's shape on one line, ``...`` where each value goes: ``{"name": ..., "tags": [...]}``.
+
+    ``at``: the path of a part of the value (an error's ``loc``): that part's shape. Not JSON on
+    purpose: a model that copies it back gives no value. At most about ``SKELETON_CHARS``
+    characters (the rest of a large shape is ``...``), ``DEPTH`` levels deep.
+    """
+    from ._normalize import resolve
+
+    node: Any = schema
+    for step in at:
+        node = resolve(node, schema)
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        if isinstance(step, str) and step in props:
+            node = props[step]
+        elif isinstance(step, int) and isinstance(node.get("items"), dict):
+            node = node["items"]
+        else:
+            return "..."
+    return _Skeleton(schema).shape(node, 0)
+
+
+class _Skeleton:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.left = SKELETON_CHARS
+
+    def shape(self, node: Any, depth: int) -> str:
+        from ._normalize import resolve
+
+        node = resolve(node, self.root)
+        self.left -= 3
+        if not isinstance(node, dict) or depth > DEPTH or self.left <= 0:
+            return "..."
+        for key in ("anyOf", "oneOf"):
+            if isinstance(node.get(key), list) and node[key]:
+                return self.shape(node[key][0], depth + 1)
+        props = node.get("properties")
+        if isinstance(props, dict) and props:
+            parts = []
+            for k, v in props.items():
+                if self.left <= 0:
+                    parts.append("...")
+                    break
+                label = json.dumps(k, ensure_ascii=False)
+                self.left -= len(label) + 4
+                parts.append(f"{label}: {self.shape(v, depth + 1)}")
+            return "{" + ", ".join(parts) + "}"
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            self.left -= 7
+            return f"[{self.shape(node['items'], depth + 1)}, ...]"
+        return "..."

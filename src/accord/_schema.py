@@ -23,6 +23,10 @@ import pydantic_core
 
 from . import _check, _deadline
 from ._errors import AccordError, UnsupportedSchema
+from ._metaschema import MAX_PATTERN, check_patterns, check_schema
+from ._signature import Hint, hint, signature
+
+__all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature"]
 
 T = TypeVar("T")
 
@@ -36,6 +40,8 @@ class Regex:
     pattern: str
 
     def __post_init__(self) -> None:
+        if len(self.pattern) > MAX_PATTERN:
+            raise UnsupportedSchema(f"Regex pattern is {len(self.pattern):,} characters long; accord takes patterns of up to {MAX_PATTERN:,}")
         try:
             re.compile(self.pattern)
         except re.error as exc:
@@ -214,7 +220,10 @@ class Schema(Generic[T]):
     def json_schema(self) -> dict[str, Any] | None:
         """The JSON Schema of the output (None for a grammar)."""
         if self._adapter is not None:
-            return self._adapter.json_schema()
+            try:
+                return self._adapter.json_schema()
+            except RecursionError:
+                raise UnsupportedSchema(f"pydantic cannot write the JSON Schema of {self.name}: it nests too deep") from None
         if self.kind == "json":
             return typing.cast("dict[str, Any]", self.source)
         if self.kind == "regex":
@@ -249,21 +258,27 @@ class Schema(Generic[T]):
         return tuple(member.value for member in self.source)
 
     def render(self) -> str:
-        """A short instruction that tells a model the expected shape (for unconstrained backends)."""
-        return self._rendered
+        """A short instruction that tells a model the expected shape (for unconstrained backends).
+
+        Rendered once per schema, within the schema's compact JSON length plus 2,000 characters
+        (``_signature``); ``_hint`` says in which form."""
+        return self._hint.text
 
     @cached_property
-    def _rendered(self) -> str:
+    def _hint(self) -> Hint:
+        """The rendering :meth:`render` returns, with its form and what it left out."""
         if self.kind == "choice":
             words = ", ".join(json.dumps(c) if not isinstance(c, str) else c for c in self.choices or ())
-            return f"Answer with exactly one of: {words}."
-        if self.kind == "scalar":
-            return f"Answer with {_SCALAR_WORDS[self.source]} only."
-        if self.kind == "regex":
-            return f"Answer with text matching the regular expression {self.source.pattern}"
-        if self.kind == "grammar":
-            return f"Answer in this grammar (Lark):\n{self.source.lark.strip()}"
-        return f"Answer in JSON using this schema:\n{signature(self.json_schema or {})}"
+            text = f"Answer with exactly one of: {words}."
+        elif self.kind == "scalar":
+            text = f"Answer with {_SCALAR_WORDS[self.source]} only."
+        elif self.kind == "regex":
+            text = f"Answer with text matching the regular expression {self.source.pattern}"
+        elif self.kind == "grammar":
+            text = f"Answer in this grammar (Lark):\n{self.source.lark.strip()}"
+        else:
+            return hint(self.json_schema or {})
+        return Hint(text, "text", (), 0)
 
     # -- validation --------------------------------------------------------------------------
 
@@ -313,129 +328,6 @@ class Schema(Generic[T]):
         return f"Schema({self.kind}: {self.name})"
 
 
-# -- the compact rendering ---------------------------------------------------------------------
-
-_TYPE_WORDS = {"string": "string", "integer": "int", "number": "float", "boolean": "bool", "null": "null"}
-_FORMAT_WORDS = {"date": 'string (a date, "YYYY-MM-DD")', "date-time": 'string (ISO 8601 date and time)', "time": "string (HH:MM:SS)"}
-_SIGNATURE_DEPTH = 8
-
-
-def signature(schema: dict[str, Any]) -> str:
-    """A JSON Schema as a compact type signature, in the style of BAML's and DSPy's adapters.
-
-    ``{"name": string, "age": int, "tags": string[]}``, one field per line, nested objects
-    indented, enums as ``"a" | "b"``, descriptions and bounds as ``//`` comments, a comma after
-    every field as BAML writes it. Small models copy a full JSON Schema back instead of
-    answering; they answer a signature. (Measured on benchmarks/prompt_mode.py: without the last
-    commas, SmolLM2-135M over ``transformers serve`` was valid on 20 of 24 items, with them 23.)
-    """
-    return _Signature(schema).render(schema, 0)
-
-
-class _Signature:
-    def __init__(self, root: dict[str, Any]) -> None:
-        self.root = root
-
-    def render(self, node: Any, depth: int) -> str:
-        from ._normalize import resolve
-
-        node = resolve(node, self.root)
-        if not isinstance(node, dict) or depth > _SIGNATURE_DEPTH:
-            return "any"
-        for key in ("anyOf", "oneOf"):
-            if isinstance(node.get(key), list) and node[key]:
-                members = [self.render(b, depth) for b in node[key]]
-                return " or ".join(dict.fromkeys(members))
-        if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
-            return self.render(node["allOf"][0], depth)
-        if isinstance(node.get("enum"), list):
-            return " | ".join(json.dumps(m, ensure_ascii=False) for m in node["enum"])
-        if "const" in node:
-            return json.dumps(node["const"], ensure_ascii=False)
-        kind = node.get("type")
-        if isinstance(kind, list):
-            return " or ".join(self.render({**node, "type": k}, depth) for k in kind)
-        if kind == "object" or "properties" in node:
-            return self.object(node, depth)
-        if kind == "array" or "items" in node or "prefixItems" in node:
-            if isinstance(node.get("prefixItems"), list):
-                return "[" + ", ".join(self.render(p, depth + 1) for p in node["prefixItems"]) + "]"
-            inner = self.render(node.get("items", {}), depth)
-            return f"({inner})[]" if " " in inner and not inner.startswith("{") else f"{inner}[]"
-        if kind == "string" and node.get("format") in _FORMAT_WORDS:
-            return _FORMAT_WORDS[node["format"]]
-        return _TYPE_WORDS.get(kind, "any") if isinstance(kind, str) else "any"
-
-    def object(self, node: dict[str, Any], depth: int) -> str:
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        if not props:
-            extra = node.get("additionalProperties")
-            return f"map of string to {self.render(extra, depth + 1)}" if isinstance(extra, dict) else "object"
-        required = set(node.get("required") or ())
-        pad = "  " * (depth + 1)
-        lines = ["{"]
-        for name, child in props.items():
-            notes = _notes(child if isinstance(child, dict) else {}, name in required)
-            comment = f" // {'; '.join(notes)}" if notes else ""
-            lines.append(f"{pad}{json.dumps(name, ensure_ascii=False)}: {self.render(child, depth + 1)},{comment}")
-        lines.append("  " * depth + "}")
-        return "\n".join(lines)
-
-
-def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
-    """The value's shape on one line, ``...`` where each value goes: ``{"name": ..., "tags": [...]}``.
-
-    ``at``: the path of a part of the value (an error's ``loc``): that part's shape. Not JSON on
-    purpose: a model that copies it back gives no value.
-    """
-    from ._normalize import resolve
-
-    node: Any = schema
-    for step in at:
-        node = resolve(node, schema)
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        if isinstance(step, str) and step in props:
-            node = props[step]
-        elif isinstance(step, int) and isinstance(node.get("items"), dict):
-            node = node["items"]
-        else:
-            return "..."
-    return _skeleton(node, schema, 0)
-
-
-def _skeleton(node: Any, root: dict[str, Any], depth: int) -> str:
-    from ._normalize import resolve
-
-    node = resolve(node, root)
-    if not isinstance(node, dict) or depth > _SIGNATURE_DEPTH:
-        return "..."
-    for key in ("anyOf", "oneOf"):
-        if isinstance(node.get(key), list) and node[key]:
-            return _skeleton(node[key][0], root, depth)
-    props = node.get("properties")
-    if isinstance(props, dict) and props:
-        inner = ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_skeleton(v, root, depth + 1)}" for k, v in props.items())
-        return "{" + inner + "}"
-    if node.get("type") == "array" and isinstance(node.get("items"), dict):
-        return f"[{_skeleton(node['items'], root, depth + 1)}, ...]"
-    return "..."
-
-
-def _notes(node: dict[str, Any], required: bool) -> list[str]:
-    notes = []
-    if isinstance(node.get("description"), str):
-        notes.append(" ".join(node["description"].split())[:120])
-    for key, word in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"),
-                      ("minLength", "length >="), ("maxLength", "length <="), ("minItems", "items >="), ("maxItems", "items <=")):
-        if isinstance(node.get(key), (int, float)) and not isinstance(node.get(key), bool):
-            notes.append(f"{word} {node[key]}")
-    if isinstance(node.get("pattern"), str):
-        notes.append(f"matches {node['pattern']}")
-    if not required:
-        notes.append("optional")
-    return notes
-
-
 def _json_validator(schema: dict[str, Any]) -> Any:
     """A jsonschema validator for the schema, checked whole at construction: the schema is valid for
     its draft and every ``$ref`` in it resolves. References resolve within the schema and to the
@@ -444,8 +336,9 @@ def _json_validator(schema: dict[str, Any]) -> Any:
     from jsonschema_specifications import REGISTRY
 
     try:
+        check_patterns(schema)
         cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
+        check_schema(cls, schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise UnsupportedSchema(f"invalid JSON Schema: {exc.message}") from exc
     _check_refs(schema, cls, REGISTRY)

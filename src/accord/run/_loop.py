@@ -104,6 +104,8 @@ class _Run(Absorb):
         self.hint = policy.hint and not backend.constrains_for(schema)
         self.shape = shape_of(schema)
         self.t0 = clock()
+        if self.hint:
+            schema.render()  # once per schema (bounded and cached; ``_signature``), on the run's clock
         self.slots: list[Slot] = []
         self.ready: list[Call] = []
         self.delayed: list[tuple[float, Call]] = []  # (when, call): retries after a backoff
@@ -212,6 +214,7 @@ class _Run(Absorb):
         return outcome.result(
             self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
             settings=self.policy.settings, plurality=self.policy.plurality, seconds=seconds,
+            hint=self.schema._hint.note() if self.hint else None,
         )
 
     # -- scheduling --------------------------------------------------------------------------

@@ -51,9 +51,11 @@ def result(
     settings: Settings,
     plurality: bool,
     seconds: float,
+    hint: dict[str, Any] | None = None,
 ) -> Result[Any]:
     """The Result of a run that ended on ``verdict``; a failed one carries its error (and the
-    error the Result)."""
+    error the Result). ``hint``: what the schema's rendering in the prompt left out, when it did
+    (``meta["schema_hint"]``)."""
     reason, winner = verdict
     tally = box.tally()
     if winner is None and plurality and tally.counts:
@@ -101,6 +103,7 @@ def result(
             "k": box.k,
             "quorum": box.quorum,
             **({"predicted": dict(box.predicted)} if box.predicted else {}),
+            **({"schema_hint": hint} if hint else {}),
             **fields,
         },
     )

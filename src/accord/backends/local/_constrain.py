@@ -17,6 +17,7 @@ or runs past ``compile_timeout``, hands over to the next one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -50,7 +51,9 @@ class Spec:
     text: str
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def spec_of(schema: Schema[Any]) -> Spec:
+    """What the engines compile for a schema, made once per schema object (every generation asks)."""
     if schema.kind == "grammar":
         return Spec("lark", schema.source.lark)
     if schema.kind == "regex":

@@ -12,6 +12,7 @@ Greedy means greedy over HTTP too: ``temperature`` is always sent (0 by default)
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
@@ -68,8 +69,12 @@ def response_format(schema: Schema[Any]) -> dict[str, Any] | None:
 WRAPPER = "answer"
 
 
+@functools.lru_cache(maxsize=256)
 def format_for(schema: Schema[Any]) -> tuple[dict[str, Any] | None, bool]:
     """The response format to send for a schema, and whether the answer comes wrapped.
+
+    Made once per schema object (a copy of its JSON Schema, closed: linear in the schema) and
+    shared by every request that sends it: not to be changed in place.
 
     An object-rooted schema goes as it is (:func:`response_format`). Any other schema with a JSON
     Schema (``Literal[...]``, ``int``, ``list[int]``, ``accord.Regex``) goes wrapped in an object
