@@ -1,5 +1,5 @@
 """Recursive and deep schemas, beside the real-world corpus (tests/test_schema_corpus.py,
-benchmarks/schema_bounds.py): trees, mutual recursion, unions of recursive models, deep ``$defs``
+benchmarks/schemas.py): trees, mutual recursion, unions of recursive models, deep ``$defs``
 chains, and JSON Schema dicts whose ``$ref`` graph is exponential when inlined.
 
 Each entry of :data:`SCHEMAS` is ``(name, schema, valid JSON text)``.

@@ -33,7 +33,7 @@ _INSERTS = ['"', "'", ",", "}", "]", "\n", "```", "{", "[", " ", "//", "#", ":"]
 
 
 def _cases() -> list[dict[str, Any]]:
-    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "data" / "malformed")]
+    sys.path[:0] = [str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")]  # the corpus first: its schemas, not benchmarks/schemas.py
     try:
         import parsing
     finally:

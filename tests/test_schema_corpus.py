@@ -4,7 +4,7 @@
 For each: construction, the first prompt (the hint rendered, its cache cleared) and one reading of
 a valid instance. Sizes are bounded exactly (the prompt's schema hint within the schema's compact
 JSON plus 2,000 characters, the feedback skeleton within its limit); times with a margin that a
-loaded two-core machine keeps (a second each, where the figures of benchmarks/schema_bounds.py are
+loaded two-core machine keeps (a second each, where the figures of benchmarks/schemas.py are
 milliseconds).
 """
 
@@ -30,7 +30,7 @@ from recursive import SCHEMAS, SELF, Node
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench"
 FILES = sorted(BENCH.glob("*.json"))
-SECONDS = 1.0  # per step and schema; measured: p99 under 30 ms, max under 0.1 s (benchmarks/schema_bounds.py)
+SECONDS = 1.0  # per step and schema; measured: p99 under 30 ms, max under 0.1 s (benchmarks/schemas.py)
 
 
 def corpus() -> list[tuple[str, Any, str | None]]:
@@ -156,5 +156,5 @@ def test_the_recursive_tree_runs_in_milliseconds() -> None:
     Stabilizer(lambda p: '{"name": "a"}', Node, vote=Vote(k=3)).run("warm")  # the first run's imports
     start = time.perf_counter()
     result = Stabilizer(lambda p: '{"name": "a"}', Node, vote=Vote(k=3)).run("x")
-    assert result.value == Node(name="a") and time.perf_counter() - start < SECONDS  # 8 s before; benchmarks/schema_bounds.py measures it
+    assert result.value == Node(name="a") and time.perf_counter() - start < SECONDS  # 8 s before; benchmarks/schemas.py measures it
     assert isinstance(accord.Schema(Node).render(), str)

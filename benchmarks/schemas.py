@@ -1,6 +1,6 @@
 """Every schema in bounded size and time (issue #28): what a schema costs before the model is asked.
 
-    python benchmarks/schema_bounds.py [--quick]
+    python benchmarks/schemas.py [--quick]
 
 (Not ``benchmarks/schemas.py``, as issue #28 names it: the parsing tests import
 tests/data/malformed/schemas.py as ``schemas`` with benchmarks/ first on the path.)
