@@ -1,0 +1,184 @@
+"""The proxy's HTTP transport to the upstream, under the openai clients of ``accord.models.openai``.
+
+Every chat completion the backend sends (a ballot, the ``response_format`` probe, a batch
+neighbour, a retry) goes through :class:`Wire`, which
+
+- bounds them: at most ``--concurrency`` upstream chat calls in flight, all requests together
+  (one shared bound, as ``Stabilizer.map`` has; a call waits for a free slot);
+- adds the request's forwarded fields (the top-level fields accord does not read, the
+  ``extra_body`` convention), and a larger ``top_logprobs`` when the client asked for one;
+- writes down what came back on the request's :class:`Tab` (a context variable set around the
+  run: the calls a run starts inherit it): status, usage, the message text and its logprobs,
+  a ``retry-after``. So the response's ``usage`` is what the upstream billed, the winning
+  ballot's ``logprobs`` can be returned, and an upstream 429 is passed on with its wait;
+- times each call (the ``/metrics`` upstream latency).
+
+It never reads or writes a key: the openai client puts the upstream's key on the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import importlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The Tab of the proxied request being decided (None outside one).
+CURRENT: contextvars.ContextVar[Tab | None] = contextvars.ContextVar("accord_serve_tab", default=None)
+WRAPPER = "answer"  # the one property accord.models.openai wraps a bare answer in
+
+
+def http_module() -> Any:
+    """The HTTP package the installed ``openai`` client is built on (``httpx``, or its successor)."""
+    import openai
+
+    for klass in type.mro(openai.DefaultAsyncHttpxClient):
+        root = klass.__module__.split(".")[0]
+        if root not in ("openai", "builtins"):
+            return importlib.import_module(root)
+    return importlib.import_module("httpx")  # pragma: no cover - every openai release has one
+
+
+@dataclass
+class Answered:
+    """One upstream chat call as it came back."""
+
+    status: int
+    seconds: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    content: str | None = None
+    logprobs: Any = None
+    retry_after: float | None = None
+
+
+@dataclass
+class Tab:
+    """What the upstream was asked and answered on behalf of one proxied request."""
+
+    forward: dict[str, Any] = field(default_factory=dict)  # fields added to every chat call
+    top_logprobs: int | None = None  # at least this many alternatives when logprobs are sent
+    calls: list[Answered] = field(default_factory=list)
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(c.prompt_tokens for c in self.calls)
+        completion = sum(c.completion_tokens for c in self.calls)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def retry_after(self) -> float | None:
+        """The wait the upstream's last 429 asked for."""
+        for call in reversed(self.calls):
+            if call.status == 429:
+                return call.retry_after
+        return None
+
+    def logprobs_of(self, text: str | None) -> Any:
+        """The logprobs of the call whose message was ``text`` (as read: a wrapped answer unwrapped)."""
+        if text is None:
+            return None
+        for call in self.calls:
+            if call.content is not None and (call.content == text or _unwrapped(call.content) == text):
+                return call.logprobs
+        return None
+
+
+def _unwrapped(content: str) -> str | None:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) != {WRAPPER}:
+        return None
+    value = data[WRAPPER]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+class Wire:
+    """An async HTTP transport around ``inner`` (see the module docstring)."""
+
+    def __init__(self, inner: Any, concurrency: int, observe: Callable[[int | None, float], None]) -> None:
+        self.inner = inner
+        self.http = http_module()
+        self.bound = asyncio.Semaphore(concurrency)
+        self.observe = observe
+        self.in_flight = 0
+
+    async def handle_async_request(self, request: Any) -> Any:
+        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+            return await self.inner.handle_async_request(request)
+        tab = CURRENT.get()
+        if tab is not None and (tab.forward or tab.top_logprobs):
+            request = self._with_fields(request, tab)
+        async with self.bound:
+            self.in_flight += 1
+            start = time.perf_counter()
+            response = None
+            try:
+                response = await self.inner.handle_async_request(request)
+                await response.aread()  # the slot is held until the answer is in
+            except BaseException:
+                if response is not None:
+                    await response.aclose()
+                self.observe(None, time.perf_counter() - start)
+                raise
+            finally:
+                self.in_flight -= 1
+        seconds = time.perf_counter() - start
+        self.observe(response.status_code, seconds)
+        if tab is not None:
+            tab.calls.append(_answered(response, seconds))
+        return response
+
+    def _with_fields(self, request: Any, tab: Tab) -> Any:
+        try:
+            body = json.loads(request.content)
+        except ValueError:
+            return request
+        if not isinstance(body, dict):
+            return request
+        for name, value in tab.forward.items():
+            body.setdefault(name, value)  # never over what accord itself sends
+        if tab.top_logprobs and body.get("logprobs"):
+            body["top_logprobs"] = max(int(body.get("top_logprobs") or 0), tab.top_logprobs)
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+        content = json.dumps(body, ensure_ascii=False).encode()
+        return self.http.Request(request.method, request.url, headers=headers, content=content, extensions=request.extensions)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _answered(response: Any, seconds: float) -> Answered:
+    answered = Answered(response.status_code, seconds, retry_after=retry_after(response.headers))
+    try:
+        data = json.loads(response.content)
+        usage = data.get("usage") or {}
+        answered.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        answered.completion_tokens = int(usage.get("completion_tokens") or 0)
+        choice = (data.get("choices") or [{}])[0]
+        content = (choice.get("message") or {}).get("content")
+        answered.content = content if isinstance(content, str) else None
+        answered.logprobs = choice.get("logprobs")
+    except (ValueError, TypeError, AttributeError, IndexError):
+        pass  # an unusable body: the backend maps it; only the status is kept
+    return answered
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds; an HTTP date is left to the backend)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / scale
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
