@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import CLIENT_KEY, ROOT
 
 import accord
 from accord.serve import build, create_app
+from serving import CLIENT_KEY, ROOT
 
 pytest.importorskip("starlette")
 
@@ -68,7 +68,7 @@ def test_a_config_file_with_policy_and_backend(tmp_path: Any) -> None:
     config = build({"max_k": 5}, file, environ={})  # a flag beats the file
     assert config.upstreams == ("http://u/v1",) and config.max_k == 5 and config.policy == {"k": 3, "retry": 2}
     (tmp_path / "bad.toml").write_text('upstream = ["http://u/v1"]\n[policy]\nk = 8\n')
-    with pytest.raises(accord.ConfigError, match="accord.k must be an integer from 1 to 5"):
+    with pytest.raises(accord.ConfigError, match=r"accord\.k must be an integer from 1 to 5"):
         create_app(build({"max_k": 5}, tmp_path / "bad.toml", environ={}))
 
 

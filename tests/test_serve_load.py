@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+
 from serving import CLIENT_KEY, accord_serve
 
 pytest.importorskip("starlette")

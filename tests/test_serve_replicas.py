@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+
 from serving import CLIENT_KEY, start_serve
 
 pytest.importorskip("starlette")
@@ -33,8 +34,8 @@ def test_replicas_on_one_ledger_decide_each_request_once(postgres_server: Any, f
                    for i in range(PROMPTS)]  # fmt: skip
         answers, lost = asyncio.run(_batch(a, b, prompts))
         assert lost, "A was killed while it had requests in flight"
-        for i, prompt in enumerate(prompts):
-            for answer in answers[i]:
+        for i, got in enumerate(answers):
+            for answer in got:
                 assert json.loads(answer.choices[0].message.content) == {"city": f"C{i}", "n": i}
         # decided once: one accepted run per request in the ledger, whichever replica decided it ...
         database = dsn.rsplit("/", 1)[1]

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import openai
 import pytest
 from pydantic import BaseModel
+
 from serving import CLIENT_KEY, accord_serve
 
 pytest.importorskip("starlette")
