@@ -88,9 +88,9 @@ def vllm_server() -> Iterator[Any]:
 
 @pytest.fixture(autouse=True)
 def _vllm_for_its_benchmark(request: pytest.FixtureRequest) -> None:
-    """``benchmarks/vllm.py --quick`` in tests/test_benchmarks.py measures the session's vLLM."""
+    """``benchmarks/vllm.py --quick`` and ``benchmarks/serve.py --quick`` in tests/test_benchmarks.py measure the session's vLLM."""
     callspec = getattr(request.node, "callspec", None)
-    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id == "vllm":
+    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id in ("vllm", "serve"):
         request.getfixturevalue("vllm_server")
 
 

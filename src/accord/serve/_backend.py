@@ -15,11 +15,14 @@ ledger from the same request without them. Only the declared backend surface is 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from .. import AccordError, Completion, Request
 from ..models import Backend, Noise
+
+DESCRIBED = 1.0  # seconds a description is reused: every run records one, and it changes only as a server is learned
 
 
 class Upstream(Backend):
@@ -32,6 +35,7 @@ class Upstream(Backend):
         self.model = model
         self.tag = tag
         self._turn = itertools.count()
+        self._described: tuple[float, dict[str, object]] | None = None
         prefix = f"openai:{model}@"
         shown = [b.fingerprint.removeprefix(prefix) for b in self.backends]
         fingerprint = f"{prefix}{'|'.join(shown)}" if len(shown) > 1 else self.backends[0].fingerprint
@@ -85,9 +89,16 @@ class Upstream(Backend):
         return self.backends[0].map_error(exc)
 
     def describe(self) -> dict[str, object]:
+        """The upstreams' own descriptions (what every Result records), at most ``DESCRIBED`` seconds old."""
+        now = time.monotonic()
+        if self._described is not None and now - self._described[0] < DESCRIBED:
+            return dict(self._described[1])
         if len(self.backends) == 1 and not self.tag:
-            return self.backends[0].describe()
-        return {"backend": "accord serve", "fingerprint": self.fingerprint, "upstreams": [b.describe() for b in self.backends]}
+            facts = self.backends[0].describe()
+        else:
+            facts = {"backend": "accord serve", "fingerprint": self.fingerprint, "upstreams": [b.describe() for b in self.backends]}
+        self._described = (now, facts)
+        return dict(facts)
 
     def telemetry(self) -> dict[str, str | int]:
         attrs = self.backends[0].telemetry()

@@ -40,18 +40,28 @@ class Metrics:
         self.in_flight = Gauge("accord_serve_requests_in_flight", "Requests being handled", registry=r)
         self.disconnects = Counter("accord_serve_client_disconnects", "Requests whose client left before the answer", registry=r)
 
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def upstream(self, status: int | None, seconds: float) -> None:
         outcome = "unreachable" if status is None else "ok" if status < 400 else "error"
-        self.upstream_seconds.labels(outcome).observe(seconds)
+        self._child(self.upstream_seconds, outcome).observe(seconds)
 
     def answered(self, mode: str, status: int, seconds: float) -> None:
-        self.requests.labels(mode, str(status)).inc()
-        self.seconds.labels(mode).observe(seconds)
+        self._child(self.requests, mode, str(status)).inc()
+        self._child(self.seconds, mode).observe(seconds)
 
     def decided(self, calls: int, agreement: float, stable: bool) -> None:
         self.calls.observe(calls)
         self.agreement.observe(agreement)
-        self.answers.labels("true" if stable else "false").inc()
+        self._child(self.answers, "true" if stable else "false").inc()
 
     def text(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

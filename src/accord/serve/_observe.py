@@ -5,7 +5,7 @@ The span follows the HTTP semantic conventions (``http.request.method``, ``http.
 ``url.path``, ``http.response.status_code``) and joins the caller's trace when the request
 carries ``traceparent``. It is recorded where the process has a tracer provider: the one the
 app was given, else the global one (``opentelemetry-instrument accord serve ...`` sets it);
-without one, nothing is built.
+without one, nothing is built (and the global one is looked for again every few seconds).
 
 The log line (logger ``accord.serve``, INFO) says the method, path, status, time, mode, model,
 calls, agreement, stable and why the vote stopped, with the same as ``accord_serve_*`` fields
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from ._errors import redact
 
 log = logging.getLogger("accord.serve")
+LOOK_AGAIN = 5.0  # seconds between looks for a tracer provider, while none is configured
 
 
 @dataclass
@@ -79,17 +81,23 @@ class Tracing:
         self.provider = tracer_provider
         self._tracer: Any = None
         self._trace: Any = None
+        self._look_again = 0.0  # when to look for a configured tracer provider again
 
     def tracer(self) -> Any:
         if self._tracer is not None:
             return self._tracer
+        now = time.monotonic()
+        if now < self._look_again:
+            return None
+        self._look_again = now + LOOK_AGAIN
         try:
             from opentelemetry import trace
         except ImportError:
+            self._look_again = float("inf")
             return None
         provider = self.provider or trace.get_tracer_provider()
         if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-            return None  # nothing configured yet: looked at again on the next request
+            return None  # nothing configured yet: looked at again a little later
         from .. import __version__
 
         self._trace = trace

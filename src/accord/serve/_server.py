@@ -48,7 +48,7 @@ def serve(config: Config, *, announce: bool = True) -> int:
     app = proxy.app()
     app.state.proxy = proxy
     options = uvicorn.Config(app, host=config.host, port=config.port, log_config=log_config(config.log_level), access_log=False,
-                             timeout_graceful_shutdown=1, server_header=False, lifespan="on")  # fmt: skip
+                             timeout_graceful_shutdown=1, server_header=False, lifespan="on", proxy_headers=False)  # fmt: skip
     server = Draining(options, proxy)
     if announce:
         where = f"[{config.host}]" if ":" in config.host else config.host

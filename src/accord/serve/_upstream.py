@@ -2,8 +2,8 @@
 ``accord.models.openai`` backends per model, and the calls the proxy makes itself (a request
 passed through unchanged, ``GET /models``, the readiness check).
 
-The backends are ``accord.models.openai(client, model=...)`` over a client whose transport is
-:class:`~._wire.Wire`, so capability detection, logprob margins, calibrated noise floors
+The backends are ``accord.models.openai(client, model=...)`` over an ``openai.AsyncOpenAI``
+(:class:`~._client.LeanAsyncOpenAI`) whose transport is :class:`~._wire.Wire`, so capability detection, logprob margins, calibrated noise floors
 (``accord calibrate --model openai:URL`` measures them under the same URL) and spreading apply
 as they do for a Python program. The upstream key is ``OPENAI_API_KEY`` from the proxy's
 environment, read here only, and only put on requests to the upstream.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import os
 import time
@@ -21,7 +22,10 @@ from collections.abc import AsyncIterator, Callable
 
 from .. import BackendError, models
 from ._backend import Upstream
+from ._client import LeanAsyncOpenAI
 from ._config import Config
+from ._http import LeanClient, Target
+from ._http import usable as lean_usable
 from ._wire import Wire, http_module
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -30,12 +34,15 @@ _KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id"
 _MODELS_KEPT = 64  # (model, kind) pairs with their backends kept; the least recently used go
 
 
+@functools.lru_cache(maxsize=64)
+def _target(url: str) -> Target:
+    return Target.of(url)
+
+
 class Upstreams:
     """Everything that talks to the upstreams (see the module docstring)."""
 
     def __init__(self, config: Config, observe: Callable[[int | None, float], None]) -> None:
-        import openai
-
         self.config = config
         self.urls = tuple(u.rstrip("/") for u in config.upstreams)
         self.http = http_module()
@@ -45,14 +52,16 @@ class Upstreams:
         self.options = options
         pool = max(2 * config.concurrency, 16)
         self.transport = self.http.AsyncHTTPTransport(limits=self.http.Limits(max_connections=pool, max_keepalive_connections=pool))
-        self.wire = Wire(self.transport, config.concurrency, observe)
+        self.lean = LeanClient(self.http) if lean_usable() else None
+        self.wire = Wire(self.transport, config.concurrency, observe, self.lean)
         self.observe = observe
         key = os.environ.get(KEY_ENV) or NO_KEY
         self._auth = {"authorization": f"Bearer {key}"} if key != NO_KEY else {}
         timeout = self.http.Timeout(self.timeout, connect=min(10.0, self.timeout))
         sdk_http = self.http.AsyncClient(transport=self.wire, timeout=timeout, follow_redirects=True)
+        sdk_http.accord_wire = self.wire  # ._client's lean create sends through it directly
         self.relay_http = self.http.AsyncClient(transport=self.transport, timeout=timeout)
-        self.clients = [openai.AsyncOpenAI(base_url=url, api_key=key, http_client=sdk_http, max_retries=0) for url in self.urls]
+        self.clients = [LeanAsyncOpenAI(base_url=url, api_key=key, http_client=sdk_http, max_retries=0) for url in self.urls]
         self._backends: OrderedDict[tuple[str, str], Upstream] = OrderedDict()
         self._turn = itertools.count()
 
@@ -81,8 +90,10 @@ class Upstreams:
         """POST ``body`` to the next upstream's ``/chat/completions`` unchanged: its status, the
         headers worth passing on, and its body (an iterator of raw chunks when ``stream``).
         Raises BackendError when the upstream cannot be reached."""
-        request = self.relay_http.build_request("POST", f"{self._url()}/chat/completions", content=body,
-                                                headers={"content-type": "application/json", **self._auth})  # fmt: skip
+        url = f"{self._url()}/chat/completions"
+        if not stream and self.lean is not None:
+            return await self._relay_lean(url, body)
+        request = self.relay_http.build_request("POST", url, content=body, headers={"content-type": "application/json", **self._auth})
         bound = self.wire.bound
         await bound.acquire()
         start = time.perf_counter()
@@ -115,6 +126,20 @@ class Upstreams:
 
         return response.status_code, headers, chunks()
 
+    async def _relay_lean(self, url: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        assert self.lean is not None
+        headers = [("content-type", "application/json"), *self._auth.items()]
+        async with self.wire.bound:
+            start = time.perf_counter()
+            try:
+                answer = await self.lean.post(_target(url), headers, body, self.timeout)
+            except self.http.TransportError as exc:
+                self.observe(None, time.perf_counter() - start)
+                raise BackendError(f"the upstream cannot be reached ({type(exc).__name__})") from None
+        self.observe(answer.status, time.perf_counter() - start)
+        kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in answer.headers if k.lower().decode("latin-1") in _KEPT_HEADERS}
+        return answer.status, kept, answer.body
+
     async def models(self) -> tuple[int, dict[str, str], bytes]:
         """The first upstream's ``GET /models``, as it answered."""
         try:
@@ -137,6 +162,9 @@ class Upstreams:
         return list(await asyncio.gather(*(one(u) for u in self.urls)))
 
     async def aclose(self) -> None:
+        if self.lean is not None:
+            with contextlib.suppress(Exception):
+                await self.lean.aclose()
         with contextlib.suppress(Exception):
             await self.relay_http.aclose()
         with contextlib.suppress(Exception):

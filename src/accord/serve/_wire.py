@@ -19,6 +19,7 @@ It never reads or writes a key: the openai client puts the upstream's key on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib
 import json
@@ -27,6 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._http import Answer, LeanClient, Target
 
 #: The Tab of the proxied request being decided (None outside one).
 CURRENT: contextvars.ContextVar[Tab | None] = contextvars.ContextVar("accord_serve_tab", default=None)
@@ -99,14 +102,56 @@ def _unwrapped(content: str) -> str | None:
 
 
 class Wire:
-    """An async HTTP transport around ``inner`` (see the module docstring)."""
+    """The way to the upstream (see the module docstring): :meth:`post_chat` for the proxy's lean
+    openai client (``._client``), over ``lean`` (``._http``) when it may be used; and an async HTTP
+    transport around ``inner`` for whatever else the openai client sends."""
 
-    def __init__(self, inner: Any, concurrency: int, observe: Callable[[int | None, float], None]) -> None:
+    def __init__(self, inner: Any, concurrency: int, observe: Callable[[int | None, float], None], lean: LeanClient | None = None) -> None:
         self.inner = inner
+        self.lean = lean
         self.http = http_module()
         self.bound = asyncio.Semaphore(concurrency)
         self.observe = observe
         self.in_flight = 0
+
+    async def post_chat(self, target: Target, headers: list[tuple[str, str]], body: dict[str, Any], timeout: float) -> tuple[Answer, Any]:
+        """One chat completion: the answer, and its JSON when it is a 2xx that parses (else None)."""
+        tab = CURRENT.get()
+        if tab is not None:
+            _add_fields(body, tab)
+        content = json.dumps(body, ensure_ascii=False).encode()
+        async with self.bound:
+            self.in_flight += 1
+            start = time.perf_counter()
+            try:
+                if self.lean is not None:
+                    answer = await self.lean.post(target, headers, content, timeout)
+                else:
+                    answer = await self._through_inner(target, headers, content, timeout)
+            except BaseException:
+                self.observe(None, time.perf_counter() - start)
+                raise
+            finally:
+                self.in_flight -= 1
+        seconds = time.perf_counter() - start
+        self.observe(answer.status, seconds)
+        data = None
+        if 200 <= answer.status < 300:
+            with contextlib.suppress(ValueError):
+                data = json.loads(answer.body)
+        if tab is not None:
+            tab.calls.append(_answered_data(answer.status, data, seconds, retry_after(_Headers(answer.headers))))
+        return answer, data
+
+    async def _through_inner(self, target: Target, headers: list[tuple[str, str]], content: bytes, timeout: float) -> Answer:
+        extensions = {"timeout": {"connect": min(timeout, 10.0), "read": timeout, "write": timeout, "pool": timeout}}
+        request = self.http.Request("POST", target.url, headers=headers, content=content, extensions=extensions)
+        response = await self.inner.handle_async_request(request)
+        try:
+            body = await response.aread()
+        finally:
+            await response.aclose()
+        return Answer(response.status_code, list(response.headers.raw), body)
 
     async def handle_async_request(self, request: Any) -> Any:
         if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
@@ -141,10 +186,7 @@ class Wire:
             return request
         if not isinstance(body, dict):
             return request
-        for name, value in tab.forward.items():
-            body.setdefault(name, value)  # never over what accord itself sends
-        if tab.top_logprobs and body.get("logprobs"):
-            body["top_logprobs"] = max(int(body.get("top_logprobs") or 0), tab.top_logprobs)
+        _add_fields(body, tab)
         headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
         content = json.dumps(body, ensure_ascii=False).encode()
         return self.http.Request(request.method, request.url, headers=headers, content=content, extensions=request.extensions)
@@ -153,10 +195,39 @@ class Wire:
         await self.inner.aclose()
 
 
+def _add_fields(body: dict[str, Any], tab: Tab) -> None:
+    for name, value in tab.forward.items():
+        body.setdefault(name, value)  # never over what accord itself sends
+    if tab.top_logprobs and body.get("logprobs"):
+        body["top_logprobs"] = max(int(body.get("top_logprobs") or 0), tab.top_logprobs)
+
+
+class _Headers:
+    """Raw header pairs, read by name (case-insensitive) as ``retry_after`` reads them."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def get(self, name: str) -> str | None:
+        wanted = name.encode()
+        for key, value in self.raw:
+            if key.lower() == wanted:
+                return value.decode("latin-1")
+        return None
+
+
 def _answered(response: Any, seconds: float) -> Answered:
-    answered = Answered(response.status_code, seconds, retry_after=retry_after(response.headers))
-    try:
+    data = None
+    with contextlib.suppress(ValueError):
         data = json.loads(response.content)
+    return _answered_data(response.status_code, data, seconds, retry_after(response.headers))
+
+
+def _answered_data(status: int, data: Any, seconds: float, wait: float | None) -> Answered:
+    answered = Answered(status, seconds, retry_after=wait)
+    try:
+        if not isinstance(data, dict):
+            return answered
         usage = data.get("usage") or {}
         answered.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         answered.completion_tokens = int(usage.get("completion_tokens") or 0)
@@ -165,7 +236,7 @@ def _answered(response: Any, seconds: float) -> Answered:
         answered.content = content if isinstance(content, str) else None
         answered.logprobs = choice.get("logprobs")
     except (ValueError, TypeError, AttributeError, IndexError):
-        pass  # an unusable body: the backend maps it; only the status is kept
+        pass  # an unusable body (or none): the backend maps it; only the status is kept
     return answered
 
 
