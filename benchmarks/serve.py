@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -44,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # serving.py, servers.py, fake_upstream.py: the test servers
 
 import httpx  # noqa: E402
+
 from serving import CLIENT_KEY, accord_serve, fake_upstream  # noqa: E402
 
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set by tests/conftest.py
