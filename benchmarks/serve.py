@@ -159,7 +159,7 @@ async def _burst(url: str, bodies: list[dict[str, Any]], concurrency: int, key: 
         return time.perf_counter() - start, answers
 
 
-def throughput(vllm_url: str, model: str, proxy: Any, n: int, concurrency: int, rounds: int) -> dict[str, Any]:
+def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int) -> dict[str, Any]:
     direct_rps, proxy_rps = [], []
     asyncio.run(_burst(vllm_url, [body(model, i, max_tokens=16) for i in range(concurrency)], concurrency, "none"))  # warm
     asyncio.run(_burst(proxy.url, [body(model, i, {"k": 1}, 16) for i in range(concurrency)], concurrency, CLIENT_KEY))
@@ -241,7 +241,7 @@ def main() -> int:
                     vllm_model = httpx.get(f"{vllm_url}/models").json()["data"][0]["id"]
                 with accord_serve([vllm_url], "--api-key", CLIENT_KEY, "--concurrency", "64") as proxy:
                     n = 32 if args.quick else 128
-                    tp = throughput(vllm_url, vllm_model, proxy, n, 32, 1 if args.quick else 2)
+                    tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2)
                 ok = tp["ratio"] >= 0.9
                 met.append(ok)
                 print(f"vLLM, concurrency 32, {tp['n']} requests an arm, {tp['rounds']} round(s) (max_tokens 16, json_schema):")
