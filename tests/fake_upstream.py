@@ -13,6 +13,7 @@ The last user message may end in ``FAKE:{json}``, a directive:
                 (default: every call), with ``retry_after`` as its Retry-After
     gap         the logprob gap between the chosen token and the next (default 8.0)
     tool_call   answer with this tool call ({"name", "arguments"}) instead of content
+    chunk_delay seconds between the chunks of a streamed answer
 
 Without a directive it answers at once: accord's ``response_format`` probe with
 ``{"probe": 1}``, a batch neighbour (accord's filler text) with a short text, a request with a
@@ -196,7 +197,7 @@ async def chat(request: Request) -> Response:
                 {"id": "call_fake", "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}]}
             finish = "tool_calls"
         if body.get("stream"):
-            return StreamingResponse(_sse(body, message, finish, usage), media_type="text/event-stream")
+            return StreamingResponse(_sse(body, message, finish, usage, float(said.get("chunk_delay", 0))), media_type="text/event-stream")
         return JSONResponse({
             "id": f"chatcmpl-fake{BOOK.started}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or MODEL, "system_fingerprint": "fp_fake",
@@ -217,7 +218,7 @@ async def _waited(request: Request, seconds: float) -> bool:
     return True
 
 
-async def _sse(body: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int]) -> Any:
+async def _sse(body: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int], delay: float = 0.0) -> Any:
     base = {"id": "chatcmpl-fakestream", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": body.get("model") or MODEL, "system_fingerprint": "fp_fake"}  # fmt: skip
 
@@ -228,7 +229,7 @@ async def _sse(body: dict[str, Any], message: dict[str, Any], finish: str, usage
     content = message.get("content") or ""
     for i in range(0, len(content), 5):
         yield event({"content": content[i : i + 5]})
-        await asyncio.sleep(0)
+        await asyncio.sleep(delay)
     if message.get("tool_calls"):
         yield event({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})
     yield event({}, finish)

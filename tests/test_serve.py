@@ -211,6 +211,22 @@ def test_free_text_streams_through(client: openai.OpenAI) -> None:
     assert chunks[0].id == "chatcmpl-fakestream"
 
 
+def test_a_stream_passed_through_and_dropped_gives_its_upstream_slot_back(serve_proxy: Any) -> None:
+    body = {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": fresh("Talk.", say=["x" * 200], chunk_delay=0.2)}]}
+
+    def in_flight() -> float:
+        return _sample(httpx.get(f"{serve_proxy.root}/metrics", headers=_auth()).text, "accord_serve_upstream_calls_in_flight")
+
+    with httpx.stream("POST", f"{serve_proxy.url}/chat/completions", json=body, headers=_auth(), timeout=30) as response:
+        lines = response.iter_lines()  # kept: dropping it would close the stream already
+        assert next(lines).startswith("data: ")
+        assert in_flight() == 1  # the upstream stream is held while the client reads
+    deadline = time.monotonic() + 5  # the client left 8 s before the upstream's end
+    while in_flight() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert in_flight() == 0, "the dropped stream gave its slot back"
+
+
 def test_tools_and_tool_messages_pass_through(client: openai.OpenAI, fake_upstream: Any) -> None:
     prompt = fresh("What is the weather?", tool_call={"name": "weather", "arguments": '{"city": "Oslo"}'})
     tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}

@@ -40,7 +40,7 @@ from ._metrics import Metrics
 from ._observe import Line, Tracing, log
 from ._policy import server_default
 from ._responses import Reply, headers
-from ._stream import events
+from ._stream import Tracked, events
 from ._translate import Job, read_job
 from ._upstream import Upstreams
 from ._wire import Tab
@@ -145,6 +145,7 @@ class Proxy:
             raise ApiError(429, f"accord serve is at capacity ({self.active} requests in progress): retry shortly",
                            type="rate_limit_error", code="queue_full", headers={"retry-after": "1"})  # fmt: skip
         self.active += 1
+        streaming = False
         try:
             body = await _body(request, config.max_body)
             try:
@@ -153,11 +154,17 @@ class Proxy:
                 raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
             job = read_job(parsed, self.default, max_k=config.max_k, max_seconds=config.max_seconds)
             line.mode, line.model = job.mode, job.model
-            if job.mode == "pass":
-                return await self._pass(request, body, job)
-            return await self._decided(request, job, line)
+            response = await (self._pass(request, body, job) if job.mode == "pass" else self._decided(request, job, line))
+            if isinstance(response, StreamingResponse):  # in progress until its last chunk is sent (a drain waits for it)
+                response.body_iterator = Tracked(response.body_iterator, self._done)
+                streaming = True
+            return response
         finally:
-            self.active -= 1
+            if not streaming:
+                self.active -= 1
+
+    def _done(self) -> None:
+        self.active -= 1
 
     async def _decided(self, request: Request, job: Job, line: Line) -> Response:
         if self.warm is not None and not self.warm.done():

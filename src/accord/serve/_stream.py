@@ -15,8 +15,11 @@ A tool request streams ``tool_calls`` deltas (the name first, then the arguments
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ._responses import Reply
@@ -49,3 +52,48 @@ def events(reply: Reply) -> Iterator[bytes]:
         last["choices"] = []
         yield _event(last)
     yield b"data: [DONE]\n\n"
+
+
+class Tracked:
+    """``chunks`` as an async iterator that calls ``on_close()`` exactly once, however the stream
+    ends: read to the end, failed, closed, or dropped without ever being read (a client gone
+    before its first chunk: an async generator never started has no ``finally`` to run, so this
+    is a class). ``on_close`` may be a coroutine function; dropped, it is scheduled on the loop."""
+
+    def __init__(self, chunks: AsyncIterable[Any], on_close: Callable[[], Awaitable[None] | None]) -> None:
+        self._chunks: AsyncIterator[Any] = aiter(chunks)
+        self._on_close = on_close
+        self._over = False
+
+    def __aiter__(self) -> Tracked:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._chunks.__anext__()
+        except BaseException:  # StopAsyncIteration too
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        closing = getattr(self._chunks, "aclose", None)
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                await closing()
+        outcome = self._on_close()
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    def __del__(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        outcome = self._on_close()
+        if inspect.isawaitable(outcome):
+            try:
+                asyncio.get_running_loop().create_task(outcome)  # type: ignore[arg-type]
+            except RuntimeError:  # no loop any more: nothing left to close on it
+                outcome.close()  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from ._client import LeanAsyncOpenAI
 from ._config import Config
 from ._http import LeanClient, Target
 from ._http import usable as lean_usable
+from ._stream import Tracked
 from ._wire import Wire, http_module
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -94,13 +95,15 @@ class Upstreams:
         if not stream and self.lean is not None:
             return await self._relay_lean(url, body)
         request = self.relay_http.build_request("POST", url, content=body, headers={"content-type": "application/json", **self._auth})
-        bound = self.wire.bound
+        bound, wire = self.wire.bound, self.wire
         await bound.acquire()
+        wire.in_flight += 1
         start = time.perf_counter()
         try:
             response = await self.relay_http.send(request, stream=True)
         except BaseException as exc:
             bound.release()
+            wire.in_flight -= 1
             self.observe(None, time.perf_counter() - start)
             if isinstance(exc, self.http.TransportError):
                 raise BackendError(f"the upstream cannot be reached ({type(exc).__name__})") from None
@@ -112,30 +115,31 @@ class Upstreams:
             finally:
                 await response.aclose()
                 bound.release()
+                wire.in_flight -= 1
                 self.observe(response.status_code, time.perf_counter() - start)
             return response.status_code, headers, content
 
-        async def chunks() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in response.aiter_raw():
-                    yield chunk
-            finally:
-                await response.aclose()
-                bound.release()
-                self.observe(response.status_code, time.perf_counter() - start)
+        async def closed() -> None:
+            bound.release()  # first: a dropped stream gives its slot back even if closing fails
+            wire.in_flight -= 1
+            self.observe(response.status_code, time.perf_counter() - start)
+            await response.aclose()
 
-        return response.status_code, headers, chunks()
+        return response.status_code, headers, Tracked(response.aiter_raw(), closed)
 
     async def _relay_lean(self, url: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
         assert self.lean is not None
         headers = [("content-type", "application/json"), *self._auth.items()]
         async with self.wire.bound:
+            self.wire.in_flight += 1
             start = time.perf_counter()
             try:
                 answer = await self.lean.post(_target(url), headers, body, self.timeout)
             except self.http.TransportError as exc:
                 self.observe(None, time.perf_counter() - start)
                 raise BackendError(f"the upstream cannot be reached ({type(exc).__name__})") from None
+            finally:
+                self.wire.in_flight -= 1
         self.observe(answer.status, time.perf_counter() - start)
         kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in answer.headers if k.lower().decode("latin-1") in _KEPT_HEADERS}
         return answer.status, kept, answer.body
