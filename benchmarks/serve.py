@@ -12,7 +12,7 @@ throughput a real vLLM (tests/servers.py, or the server of ``--base-url``; insid
   ``response_format``), a keep-alive httpx client. The proxy knows the fake's noise floor
   (``[backend] noise_floor``) and the fake's logprob gaps clear it, so accord's default policy
   settles each answer in one call (the margin gate): the added p50 (target <= 2 ms), p99 printed.
-- one core: the proxy pinned to CPU 0 (``taskset``), the fake and the client on the other CPU,
+- one core: the proxy pinned to CPU 0 (``sched_setaffinity``), the fake and the client on the other CPU,
   16 requests in flight for a few seconds: requests per second, and requests per CPU-second of
   the proxy process (its own throughput on one core, whatever the client could send).
 - vLLM: the same requests at concurrency 32 (``max_tokens`` 16, a ``json_schema`` response
@@ -207,10 +207,9 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     met = []
     if sections & {"latency", "core"}:
-        with floor_config() as config:
+        with floor_config() as config, fake_upstream() as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config) as proxy:
             if "latency" in sections:
-                with fake_upstream() as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config) as proxy:
-                    figures = latency(fake, proxy, n_latency)
+                figures = latency(fake, proxy, n_latency)
                 ok = figures["added_p50"] <= 0.002
                 met.append(ok)
                 print(f"latency, one call an answer ({figures['n']} requests each, alternating; calls per answer through the proxy "
@@ -220,12 +219,15 @@ def main() -> int:
                 print(f"  added   p50 {figures['added_p50'] * 1000:.2f} ms (target <= 2 ms: {'met' if ok else 'NOT met'})  "
                       f"p99 {figures['added_p99'] * 1000:.2f} ms")  # fmt: skip
             if "core" in sections and (os.cpu_count() or 1) >= 2:
-                with fake_upstream(cpu=1) as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config, cpu=0) as proxy:
-                    os.sched_setaffinity(0, {1})  # the client beside the fake, off the proxy's core
-                    try:
-                        core = one_core(fake, proxy, 2.0 if args.quick else 8.0)
-                    finally:
-                        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+                everywhere = set(range(os.cpu_count() or 1))
+                os.sched_setaffinity(proxy.process.pid, {0})  # the proxy on CPU 0; the fake and this client on CPU 1
+                os.sched_setaffinity(fake.proc.process.pid, {1})
+                os.sched_setaffinity(0, {1})
+                try:
+                    core = one_core(fake, proxy, 2.0 if args.quick else 8.0)
+                finally:
+                    for pid in (0, proxy.process.pid, fake.proc.process.pid):
+                        os.sched_setaffinity(pid, everywhere)
                 print(f"one core: the proxy pinned to CPU 0, 16 requests in flight: {core['rps']:.0f} requests/s "
                       f"({core['requests']} requests; the proxy busy {core['proxy_cpu_share'] * 100:.0f}% of its core), "
                       f"{core['per_cpu_second']:.0f} requests per CPU-second of the proxy")  # fmt: skip

@@ -59,6 +59,7 @@ class Book:
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth: set[str] = set()
+        self.hosts: dict[str, int] = {}  # Host headers of the prompts' calls (several upstream URLs, one fake)
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.started = 0
@@ -66,7 +67,7 @@ class Book:
 
     def stats(self) -> dict[str, Any]:
         return {"calls": self.calls, "answered": self.answered, "abandoned": self.abandoned, "bodies": self.bodies, "probes": self.probes, "neighbours": self.neighbours,
-                "max_in_flight": self.max_in_flight, "in_flight": self.in_flight, "auth": sorted(self.auth),
+                "max_in_flight": self.max_in_flight, "in_flight": self.in_flight, "auth": sorted(self.auth), "hosts": self.hosts,
                 "billed": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}, "billed_by_prompt": self.billed,
                 "started": self.started, "finished": self.finished}  # fmt: skip
 
@@ -164,6 +165,8 @@ async def chat(request: Request) -> Response:
     else:
         turn = BOOK.calls.get(text, 0)
         BOOK.calls[text] = turn + 1
+        host = request.headers.get("host", "")
+        BOOK.hosts[host] = BOOK.hosts.get(host, 0) + 1
         BOOK.bodies[text] = body
     said = said if fmt_name != "accord_probe" else {}
     BOOK.in_flight += 1

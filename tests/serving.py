@@ -112,11 +112,9 @@ class Fake:
 
 
 @contextlib.contextmanager
-def fake_upstream(cpu: int | None = None) -> Iterator[Fake]:
+def fake_upstream() -> Iterator[Fake]:
     port = free_port()
     command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port)]
-    if cpu is not None:
-        command = ["taskset", "-c", str(cpu), *command]
     proc = _start(command, f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1/models", dict(os.environ))
     try:
         yield Fake(proc)
@@ -131,15 +129,13 @@ def serve_command(upstreams: list[str], port: int, *args: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def accord_serve(upstreams: list[str], *args: str, env: dict[str, str] | None = None, cpu: int | None = None,
-                 keep_log: bool = False) -> Iterator[Proc]:  # fmt: skip
+def accord_serve(upstreams: list[str], *args: str, env: dict[str, str] | None = None, keep_log: bool = False) -> Iterator[Proc]:
     """``accord serve`` in its own process, with ``OPENAI_API_KEY`` set to :data:`UPSTREAM_KEY`."""
     port = free_port()
     command = serve_command(upstreams, port, *args)
-    if cpu is not None:
-        command = ["taskset", "-c", str(cpu), *command]
     environ = {**os.environ, "OPENAI_API_KEY": UPSTREAM_KEY, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    environ.pop("ACCORD_API_KEYS", None) if "ACCORD_API_KEYS" not in (env or {}) else None
+    if "ACCORD_API_KEYS" not in (env or {}):
+        environ.pop("ACCORD_API_KEYS", None)  # the tests' keys are the flags'
     proc = _start(command, f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/health", environ)
     try:
         yield proc

@@ -250,6 +250,15 @@ def test_free_text_with_accord_votes_on_the_normalized_text(client: openai.OpenA
     assert "response_format" not in fake_upstream.stats()["bodies"][prompt]
 
 
+def test_json_mode_with_accord_votes_on_a_json_object(client: openai.OpenAI, fake_upstream: Any) -> None:
+    prompt = fresh("Give me an object.", say=['{"a": 1, "b": [2]}', 'Here: {"b": [2], "a": 1}', "{'a': 1, 'b': [2]}"])
+    completion = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": prompt}],
+                                                response_format={"type": "json_object"}, extra_body={"accord": {"k": 3}})  # fmt: skip
+    assert json.loads(completion.choices[0].message.content) == {"a": 1, "b": [2]}
+    assert completion.model_extra["accord"]["calls"] == 2 and completion.model_extra["accord"]["stable"]
+    assert fake_upstream.stats()["bodies"][prompt]["response_format"] == {"type": "json_object"}  # JSON mode, as asked
+
+
 # -- what else a completion carries ------------------------------------------------------------------
 
 

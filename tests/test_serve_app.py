@@ -139,3 +139,42 @@ async def _spans(fake_upstream: Any) -> None:
     calls = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
     assert calls and all(s.parent is not None and s.parent.span_id == run.context.span_id for s in calls)
     assert "Rate it" not in json.dumps([dict(s.attributes or {}) for s in exporter.get_finished_spans()]), "no content by default"
+
+
+# -- several upstreams -------------------------------------------------------------------------------
+
+
+def test_several_upstreams_take_the_ballots_in_turn(fake_upstream: Any) -> None:
+    asyncio.run(_several(fake_upstream))
+
+
+async def _several(fake_upstream: Any) -> None:
+    port = fake_upstream.url.split(":")[2].split("/")[0]
+    urls = (f"http://127.0.0.1:{port}/v1", f"http://localhost:{port}/v1")  # two names of one fake
+    app = create_app(build({"upstreams": urls}, environ={}))
+    fake_upstream.reset()
+    body = {**BODY, "messages": [{"role": "user", "content": 'Rate it twice. FAKE:{"say": ["{\\"stars\\": 4}"]}'}], "accord": {"k": 3}}
+    response = await post(app, body)
+    assert response.status_code == 200 and json.loads(response.json()["choices"][0]["message"]["content"]) == {"stars": 4}
+    assert response.json()["accord"]["calls"] == 2
+    assert set(fake_upstream.stats()["hosts"]) == {f"127.0.0.1:{port}", f"localhost:{port}"}  # one ballot each
+    upstream = app.state.proxy.upstreams.backend("fake-model", "schema")
+    assert upstream.fingerprint == f"openai:fake-model@{urls[0]}|{urls[1]}" == accord.models.openai(base_url=list(urls), model="fake-model").fingerprint
+
+
+# -- a calibrated floor -------------------------------------------------------------------------------
+
+
+def test_a_floor_measured_by_accord_calibrate_lets_the_gate_settle_in_one_call(fake_upstream: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from accord.cli import app as cli
+
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
+    url = fake_upstream.url.replace("127.0.0.1", "localhost")  # a name no other test's backend has learned about
+    done = CliRunner().invoke(cli, ["calibrate", "--model", f"openai:{url}", "--model-name", "fake-model", "--load", "2"])
+    assert done.exit_code == 0, done.output
+    proxy = create_app(build({"upstreams": (url,)}, environ={}))
+    body = {**BODY, "accord": {"k": 5}}  # the default policy: k=5, and the margin gate
+    answer = asyncio.run(post(proxy, body)).json()
+    assert answer["accord"]["calls"] == 1 and answer["accord"]["stopped_because"] == "gate", answer["accord"]

@@ -3,7 +3,8 @@ backends, round-robin per ballot, as one :class:`~accord.models.Backend`.
 
 With one upstream it is that backend as it is, under another name: the same fingerprint, so
 the same request gets the same ledger key from the proxy as from a Python program calling
-``accord.models.openai(base_url=URL, model=M)`` with the same schema and policy. With several
+``accord.models.openai(base_url=URL, model=M)`` with the same schema and policy (and the same
+calibrated noise floor, stored under the URL). With several
 it reads as ``models.openai(base_url=[...])`` would: ballots go round-robin, it constrains and
 gives margins where every upstream does, and its noise floor is the largest.
 

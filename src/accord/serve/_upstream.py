@@ -19,6 +19,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from .. import BackendError, models
 from ._backend import Upstream
@@ -33,6 +34,19 @@ KEY_ENV = "OPENAI_API_KEY"
 NO_KEY = "unused"  # local servers need none; the openai client insists on one
 _KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")
 _MODELS_KEPT = 64  # (model, kind) pairs with their backends kept; the least recently used go
+
+
+def _hand_over(backend: Any, client: Any) -> None:
+    """Have ``backend`` (``models.openai(base_url=URL)``) send with the proxy's ``client``.
+
+    Built from the URL, the backend names its server as written (its fingerprint, hence the
+    ledger key, and the key its calibrated noise floor is stored under, are those of a program
+    calling ``models.openai(base_url=URL)``); built from a client, it would name it with the
+    openai client's trailing slash. So it is built from the URL and handed the client the way
+    ``models.openai(client)`` keeps one: as each server's given async client.
+    """
+    for server in backend.servers:
+        server.async_given = client
 
 
 @functools.lru_cache(maxsize=64)
@@ -56,7 +70,7 @@ class Upstreams:
         self.lean = LeanClient(self.http) if lean_usable() else None
         self.wire = Wire(self.transport, config.concurrency, observe, self.lean)
         self.observe = observe
-        key = os.environ.get(KEY_ENV) or NO_KEY
+        key = self._key = os.environ.get(KEY_ENV) or NO_KEY
         self._auth = {"authorization": f"Bearer {key}"} if key != NO_KEY else {}
         timeout = self.http.Timeout(self.timeout, connect=min(10.0, self.timeout))
         sdk_http = self.http.AsyncClient(transport=self.wire, timeout=timeout, follow_redirects=True)
@@ -75,7 +89,11 @@ class Upstreams:
             self._backends.move_to_end(key)
             return found
         structured = self.structured if kind == "schema" else False
-        made = [models.openai(client, model=model, structured=structured, timeout=self.timeout, **self.options) for client in self.clients]
+        made = []
+        for url, client in zip(self.config.upstreams, self.clients, strict=True):
+            backend = models.openai(base_url=url, api_key=self._key, model=model, structured=structured, timeout=self.timeout, **self.options)
+            _hand_over(backend, client.with_options(max_retries=0, timeout=self.timeout))
+            made.append(backend)
         upstream = Upstream(made, model)
         self._backends[key] = upstream
         while len(self._backends) > _MODELS_KEPT:
