@@ -159,7 +159,7 @@ async def _burst(url: str, bodies: list[dict[str, Any]], concurrency: int, key: 
         return time.perf_counter() - start, answers
 
 
-def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int) -> dict[str, Any]:
+def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int, n_default: int) -> dict[str, Any]:
     direct_rps, proxy_rps = [], []
     asyncio.run(_burst(vllm_url, [body(model, i, max_tokens=16) for i in range(concurrency)], concurrency, "none"))  # warm
     asyncio.run(_burst(proxy.url, [body(model, i, {"k": 1}, 16) for i in range(concurrency)], concurrency, CLIENT_KEY))
@@ -170,11 +170,12 @@ def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: in
         took, answers = asyncio.run(_burst(proxy.url, [body(model, offset + 500 + i, {"k": 1}, 16) for i in range(n)], concurrency, CLIENT_KEY))
         assert all(a["accord"]["calls"] == 1 for a in answers)
         proxy_rps.append(n / took)
-    took, answers = asyncio.run(_burst(proxy.url, [body(model, 90_000 + i, None, 16) for i in range(n)], concurrency, CLIENT_KEY))
+    took, answers = asyncio.run(_burst(proxy.url, [body(model, 90_000 + i, None, 16) for i in range(n_default)], concurrency, CLIENT_KEY))
     calls = [a["accord"]["calls"] for a in answers]
     return {"direct_rps": statistics.median(direct_rps), "proxy_rps": statistics.median(proxy_rps), "rounds": rounds, "n": n,
             "ratio": statistics.median(proxy_rps) / statistics.median(direct_rps), "default_calls_per_answer": sum(calls) / len(calls),
-            "default_rps": n / took, "default_upstream_calls": sum(a["accord"]["upstream_calls"] for a in answers) / n,
+            "default_rps": n_default / took, "default_upstream_calls": sum(a["accord"]["upstream_calls"] for a in answers) / n_default,
+            "n_default": n_default,
             "all_direct": direct_rps, "all_proxy": proxy_rps}  # fmt: skip
 
 
@@ -243,14 +244,14 @@ def main() -> int:
                     vllm_model = httpx.get(f"{vllm_url}/models").json()["data"][0]["id"]
                 with accord_serve([vllm_url], "--api-key", CLIENT_KEY, "--concurrency", "64") as proxy:
                     n = 32 if args.quick else 128
-                    tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2)
+                    tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2, n_default=8 if args.quick else n)
                 ok = tp["ratio"] >= 0.9
                 met.append(ok)
                 print(f"vLLM, concurrency 32, {tp['n']} requests an arm, {tp['rounds']} round(s) (max_tokens 16, json_schema):")
                 print(f"  direct {tp['direct_rps']:.2f} requests/s, through the proxy (k=1) {tp['proxy_rps']:.2f} requests/s: "
                       f"{tp['ratio'] * 100:.0f}% of direct (target >= 90%: {'met' if ok else 'NOT met'}); "
                       f"rounds {[round(x, 2) for x in tp['all_direct']]} / {[round(x, 2) for x in tp['all_proxy']]}")  # fmt: skip
-                print(f"  accord's default policy through the proxy: {tp['default_calls_per_answer']:.2f} calls per answer "
+                print(f"  accord's default policy through the proxy ({tp['n_default']} requests): {tp['default_calls_per_answer']:.2f} calls per answer "
                       f"({tp['default_upstream_calls']:.2f} upstream calls with batch neighbours), {tp['default_rps']:.2f} answers/s; "
                       "directly: 1.00 call per answer")  # fmt: skip
     print(f"load average at the end {os.getloadavg()[0]:.1f}")

@@ -112,8 +112,9 @@ class Fake:
 
 
 @contextlib.contextmanager
-def fake_upstream() -> Iterator[Fake]:
-    port = free_port()
+def fake_upstream(port: int | None = None) -> Iterator[Fake]:
+    """tests/fake_upstream.py in its own process, on ``port`` (default: a free one)."""
+    port = port or free_port()
     command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port)]
     proc = _start(command, f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1/models", dict(os.environ))
     try:

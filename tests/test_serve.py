@@ -89,13 +89,15 @@ def test_with_raw_response_headers_say_the_vote(client: openai.OpenAI) -> None:
     assert json.loads(raw.parse().choices[0].message.content) == RIGHT
 
 
-def test_parse_with_a_pydantic_model(client: openai.OpenAI) -> None:
-    completion = client.chat.completions.parse(
-        model="fake-model", messages=[{"role": "system", "content": "You rate reviews."}, {"role": "user", "content": fresh(say=NOISY)}],
-        response_format=Review, extra_body={"accord": {"k": 5}},
-    )  # fmt: skip
+def test_parse_with_a_pydantic_model_and_every_turn_kept(client: openai.OpenAI, fake_upstream: Any) -> None:
+    prompt = fresh(say=NOISY)
+    turns = [{"role": "system", "content": "You rate reviews."}, {"role": "user", "content": "Review: 'Awful.'"},
+             {"role": "assistant", "content": '{"stars": 1, "sentiment": "negative"}'}, {"role": "user", "content": prompt}]  # fmt: skip
+    completion = client.chat.completions.parse(model="fake-model", messages=turns, response_format=Review, extra_body={"accord": {"k": 5}})  # type: ignore[arg-type]
     assert completion.choices[0].message.parsed == Review(**RIGHT)
     assert completion.model_extra["accord"]["stable"] is True
+    sent = fake_upstream.stats()["bodies"][prompt]["messages"]
+    assert sent[:3] == turns[:3] and sent[3]["content"].startswith(prompt)  # the schema may follow the question, when not constrained
 
 
 def test_stream_gives_the_decided_value_then_done(client: openai.OpenAI) -> None:

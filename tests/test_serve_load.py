@@ -17,6 +17,7 @@ import httpx
 import openai
 import pytest
 
+import serving
 from serving import CLIENT_KEY, accord_serve
 
 pytest.importorskip("starlette")
@@ -74,30 +75,43 @@ def test_200_requests_50_at_once_are_all_answered_with_memory_bounded(serve_prox
     assert grown < 50, f"RSS grew {grown:.1f} MiB over 200 requests"
 
 
-def test_concurrency_bounds_upstream_calls_and_a_full_queue_is_a_429(fake_upstream: Any) -> None:
-    with accord_serve([fake_upstream.url], "--api-key", CLIENT_KEY, "--concurrency", "2", "--queue", "3", "--grace", "10") as proxy:
-        fake_upstream.reset()
+def test_the_bounds_an_upstream_down_and_sigterm() -> None:
+    """--concurrency bounds the upstream calls and --queue the requests (a 429 past it); with its
+    upstream down the proxy answers 502 and is not ready, and back once it is up; on SIGTERM the
+    request in flight finishes, a new one gets a 503, and the process exits 0."""
+    with serving.fake_upstream() as own, accord_serve([own.url], "--api-key", CLIENT_KEY, "--concurrency", "2", "--queue", "3", "--grace", "10") as proxy:
+        auth = {"authorization": f"Bearer {CLIENT_KEY}"}
         answers = asyncio.run(batch(proxy.url, 12, 12, {"say": ['{"stars": 4, "sentiment": "positive"}'], "delay": 0.8}, {"k": 1}))
         refused = [a for a in answers if isinstance(a, openai.RateLimitError)]
         answered = [a for a in answers if not isinstance(a, Exception)]
         assert len(answered) == 5 and len(refused) == 7  # 2 calls in flight + 3 queued; the rest refused at once
         assert all(r.response.headers["retry-after"] == "1" and r.body["code"] == "queue_full" for r in refused)
-        assert fake_upstream.stats()["max_in_flight"] == 2
+        assert own.stats()["max_in_flight"] == 2
 
-        # SIGTERM: the request in flight finishes; a new one gets a 503; the process exits 0
-        slow = {"model": "fake-model", "messages": [{"role": "user", "content": prompt({"say": [json.dumps(RIGHT)], "delay": 1.5})}],
-                "response_format": FORMAT, "accord": {"k": 1}}  # fmt: skip
-        outcome: dict[str, Any] = {}
-        thread = threading.Thread(target=lambda: outcome.update(slow=httpx.post(f"{proxy.url}/chat/completions", json=slow,
-                                                                                 headers={"authorization": f"Bearer {CLIENT_KEY}"}, timeout=30)))  # fmt: skip
-        thread.start()
-        time.sleep(0.5)
-        proxy.process.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
-        late = httpx.post(f"{proxy.url}/chat/completions", json=slow, headers={"authorization": f"Bearer {CLIENT_KEY}"}, timeout=10)
-        assert late.status_code == 503 and late.json()["error"]["code"] == "shutting_down"
+        one = {"model": "fake-model", "messages": [{"role": "user", "content": prompt({"say": [json.dumps(RIGHT)]})}], "response_format": FORMAT,
+               "accord": {"k": 1}}  # fmt: skip
+        port = int(own.url.rsplit(":", 1)[1].split("/")[0])
+        own.proc.stop()  # the upstream goes down
+        down = httpx.post(f"{proxy.url}/chat/completions", json=one, headers=auth, timeout=30)
+        assert down.status_code == 502 and down.json()["error"]["code"] == "upstream_unreachable"
         assert httpx.get(f"{proxy.root}/ready").status_code == 503
-        thread.join(timeout=20)
-        assert outcome["slow"].status_code == 200 and json.loads(outcome["slow"].json()["choices"][0]["message"]["content"]) == RIGHT
-        assert proxy.process.wait(timeout=10) == 0
+        with serving.fake_upstream(port) as again:  # and comes back on its address
+            assert httpx.get(f"{proxy.root}/ready").status_code == 200
+            assert httpx.post(f"{proxy.url}/chat/completions", json=one, headers=auth, timeout=30).status_code == 200
+
+            slow = {**one, "messages": [{"role": "user", "content": prompt({"say": [json.dumps(RIGHT)], "delay": 1.5})}]}
+            outcome: dict[str, Any] = {}
+            thread = threading.Thread(target=lambda: outcome.update(slow=httpx.post(f"{proxy.url}/chat/completions", json=slow, headers=auth, timeout=30)))
+            thread.start()
+            deadline = time.monotonic() + 10
+            while not again.stats()["in_flight"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            proxy.process.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            late = httpx.post(f"{proxy.url}/chat/completions", json=one, headers=auth, timeout=10)
+            assert late.status_code == 503 and late.json()["error"]["code"] == "shutting_down"
+            assert httpx.get(f"{proxy.root}/ready").status_code == 503
+            thread.join(timeout=20)
+            assert outcome["slow"].status_code == 200 and json.loads(outcome["slow"].json()["choices"][0]["message"]["content"]) == RIGHT
+            assert proxy.process.wait(timeout=10) == 0
         assert "draining" in proxy.log_text()
