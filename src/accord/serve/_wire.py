@@ -1,7 +1,9 @@
-"""The proxy's HTTP transport to the upstream, under the openai clients of ``accord.models.openai``.
+"""The proxy's way to the upstream, under the openai clients of ``accord.models.openai``.
 
 Every chat completion the backend sends (a ballot, the ``response_format`` probe, a batch
-neighbour, a retry) goes through :class:`Wire`, which
+neighbour, a retry) goes through :class:`Wire`: :meth:`Wire.post_chat` for the lean
+``chat.completions.create`` of ``._client`` (over ``._http``), and the transport interface
+(``handle_async_request``) for anything else the openai client sends. It
 
 - bounds them: at most ``--concurrency`` upstream chat calls in flight, all requests together
   (one shared bound, as ``Stabilizer.map`` has; a call waits for a free slot);
@@ -9,8 +11,8 @@ neighbour, a retry) goes through :class:`Wire`, which
   ``extra_body`` convention), and a larger ``top_logprobs`` when the client asked for one;
 - writes down what came back on the request's :class:`Tab` (a context variable set around the
   run: the calls a run starts inherit it): status, usage, the message text and its logprobs,
-  a ``retry-after``. So the response's ``usage`` is what the upstream billed, the winning
-  ballot's ``logprobs`` can be returned, and an upstream 429 is passed on with its wait;
+  a ``retry-after``. So ``accord.upstream_usage`` says everything the upstream answered, the
+  winning ballot's ``logprobs`` can be returned, and an upstream 429 is passed on with its wait;
 - times each call (the ``/metrics`` upstream latency).
 
 It never reads or writes a key: the openai client puts the upstream's key on the request.
