@@ -46,6 +46,9 @@ import httpx  # noqa: E402
 
 from serving import CLIENT_KEY, accord_serve, fake_upstream  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from parsing import machine_speed  # noqa: E402 - beside this file: the machine's pace, a fixed Python loop
+
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set by tests/conftest.py
 SCHEMA = {"type": "object", "properties": {"sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]}},
           "required": ["sentiment"], "additionalProperties": False}  # fmt: skip
@@ -160,7 +163,7 @@ async def _burst(url: str, bodies: list[dict[str, Any]], concurrency: int, key: 
 
 
 def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int, n_default: int) -> dict[str, Any]:
-    direct_rps, proxy_rps = [], []
+    direct_rps, proxy_rps, k1_calls = [], [], []
     asyncio.run(_burst(vllm_url, [body(model, i, max_tokens=16) for i in range(concurrency)], concurrency, "none"))  # warm
     asyncio.run(_burst(proxy.url, [body(model, i, {"k": 1}, 16) for i in range(concurrency)], concurrency, CLIENT_KEY))
     for r in range(rounds):
@@ -168,14 +171,14 @@ def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: in
         took, _ = asyncio.run(_burst(vllm_url, [body(model, offset + i, max_tokens=16) for i in range(n)], concurrency, "none"))
         direct_rps.append(n / took)
         took, answers = asyncio.run(_burst(proxy.url, [body(model, offset + 500 + i, {"k": 1}, 16) for i in range(n)], concurrency, CLIENT_KEY))
-        assert all(a["accord"]["calls"] == 1 for a in answers)
+        k1_calls += [a["accord"]["calls"] for a in answers]  # more than 1 when an invalid output was retried
         proxy_rps.append(n / took)
     took, answers = asyncio.run(_burst(proxy.url, [body(model, 90_000 + i, None, 16) for i in range(n_default)], concurrency, CLIENT_KEY))
     calls = [a["accord"]["calls"] for a in answers]
     return {"direct_rps": statistics.median(direct_rps), "proxy_rps": statistics.median(proxy_rps), "rounds": rounds, "n": n,
             "ratio": statistics.median(proxy_rps) / statistics.median(direct_rps), "default_calls_per_answer": sum(calls) / len(calls),
             "default_rps": n_default / took, "default_upstream_calls": sum(a["accord"]["upstream_calls"] for a in answers) / n_default,
-            "n_default": n_default,
+            "n_default": n_default, "k1_calls_per_answer": sum(k1_calls) / len(k1_calls),
             "all_direct": direct_rps, "all_proxy": proxy_rps}  # fmt: skip
 
 
@@ -205,7 +208,8 @@ def main() -> int:
     sections = set(args.only.split(","))
     n_latency = args.requests or (100 if args.quick else 1000)
     print(f"accord serve benchmark ({'quick' if args.quick else 'full'}): python {platform.python_version()}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, pace {machine_speed():.0f} ms "
+          "(benchmarks/parsing.py's fixed loop: 30-110 ms on this project's machines)")  # fmt: skip
     met = []
     if sections & {"latency", "core"}:
         with floor_config() as config, fake_upstream() as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config) as proxy:
@@ -243,12 +247,13 @@ def main() -> int:
                 if not vllm_model:
                     vllm_model = httpx.get(f"{vllm_url}/models").json()["data"][0]["id"]
                 with accord_serve([vllm_url], "--api-key", CLIENT_KEY, "--concurrency", "64") as proxy:
-                    n = 32 if args.quick else 128
+                    n = 32 if args.quick else 64
                     tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2, n_default=8 if args.quick else n)
                 ok = tp["ratio"] >= 0.9
                 met.append(ok)
                 print(f"vLLM, concurrency 32, {tp['n']} requests an arm, {tp['rounds']} round(s) (max_tokens 16, json_schema):")
-                print(f"  direct {tp['direct_rps']:.2f} requests/s, through the proxy (k=1) {tp['proxy_rps']:.2f} requests/s: "
+                print(f"  direct {tp['direct_rps']:.2f} requests/s, through the proxy (k=1: {tp['k1_calls_per_answer']:.2f} calls per answer) "
+                      f"{tp['proxy_rps']:.2f} requests/s: "
                       f"{tp['ratio'] * 100:.0f}% of direct (target >= 90%: {'met' if ok else 'NOT met'}); "
                       f"rounds {[round(x, 2) for x in tp['all_direct']]} / {[round(x, 2) for x in tp['all_proxy']]}")  # fmt: skip
                 print(f"  accord's default policy through the proxy ({tp['n_default']} requests): {tp['default_calls_per_answer']:.2f} calls per answer "
