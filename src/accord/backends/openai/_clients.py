@@ -14,6 +14,7 @@ then reused as is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import weakref
@@ -40,8 +41,8 @@ class Server:
     _async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = field(default_factory=weakref.WeakKeyDictionary)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    @property
-    def shown(self) -> str:
+    @functools.cached_property
+    def shown(self) -> str:  # read several times a call: computed once
         return redact_url(self.url)
 
     def sync_client(self) -> Any:

@@ -1,0 +1,39 @@
+"""``accord serve``: a stabilizing OpenAI-compatible proxy, for programs in any language.
+
+Any OpenAI client points its ``base_url`` at the proxy; a request with a ``response_format``
+json_schema (or a ``tool_choice`` naming one function) gets accord's validated, voted answer as
+an ordinary ``chat.completion``, with an ``accord`` summary beside it; other requests pass
+through unchanged. See docs/serve.md. The modules, by job:
+
+    _command    the ``accord serve`` command line (imports the server only when it runs)
+    _config     the settings: flags, config file, ACCORD_API_KEYS; checked once
+    _server     uvicorn, and the drain on SIGTERM
+    _app        the routes, and what every request goes through
+    _auth       client keys
+    _translate  a chat request -> a Job (schema, tool, free-text vote, or pass-through)
+    _policy     the ``accord`` request field, within the server's caps
+    _decide     a Job -> its Stabilizer's Result (a ledger claims it first)
+    _backend    the upstreams as one accord backend
+    _upstream   the openai clients, the backends per model, the pass-through
+    _wire       the HTTP transport under them: the concurrency bound, forwarded fields, what came back
+    _responses  a Result -> chat.completion; _stream: -> chat.completion.chunk events
+    _errors     OpenAI's error shape, and a failed run's status
+    _metrics    /metrics;  _observe: the server span and the log line
+
+It uses accord's public API and the declared backend surface only; nothing in accord imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._config import Config, build
+
+__all__ = ["Config", "build", "create_app"]
+
+
+def create_app(config: Config, *, tracer_provider: Any = None) -> Any:
+    """The ASGI app (Starlette) of ``accord serve`` for ``config``; run it with any ASGI server."""
+    from ._app import create_app as make
+
+    return make(config, tracer_provider=tracer_provider)

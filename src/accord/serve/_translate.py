@@ -1,0 +1,211 @@
+"""A chat completion request, read: what to decide, under which policy, and what goes upstream.
+
+    response_format json_schema       "schema": that JSON Schema is the schema, the messages
+                                      (every turn kept) the prompt
+    tools + tool_choice naming one    "tool": that function's ``parameters`` are the schema; the
+    function                          ballots vote on its arguments
+    neither, with an ``accord`` field "text": a vote on the normalized text (``response_format``
+                                      json_object: on a JSON object)
+    neither, without one              "pass": the request goes upstream unchanged
+
+The fields accord reads are taken here; every other top-level field is forwarded to the
+upstream on each call (the ``extra_body`` convention). Each refusal is a 400 that says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ApiError
+from ._policy import Ask, read
+
+#: Top-level fields accord reads (the rest are forwarded).
+READ = frozenset({
+    "model", "messages", "response_format", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "n",
+    "temperature", "max_tokens", "max_completion_tokens", "seed", "stop", "logprobs", "top_logprobs", "accord",
+})  # fmt: skip
+TEXT_NORMALIZERS = ("nfkc", "collapse_whitespace")  # what "the normalized text" means
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request to decide (``mode`` "schema", "tool" or "text"), or to pass through ("pass")."""
+
+    mode: str
+    model: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    schema: dict[str, Any] | None = None
+    tool: str | None = None
+    ask: Ask = field(default_factory=Ask)
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    forward: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+    top_logprobs: int | None = None
+
+    @property
+    def forward_tag(self) -> str:
+        """A short digest of the forwarded fields (they shape the answer, so the ledger key too)."""
+        if not self.forward:
+            return ""
+        text = json.dumps(self.forward, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return "fields:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def read_job(body: Any, base: Ask, *, max_k: int, max_seconds: float) -> Job:
+    """The Job of a parsed request body (see the module docstring)."""
+    if not isinstance(body, dict):
+        raise _bad("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("model is required: the upstream's model name", "model", "missing_model")
+    messages = _messages(body.get("messages"))
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _bad("stream must be true or false", "stream")
+    schema, tool = _schema_of(body)
+    fmt = body.get("response_format")
+    json_object = isinstance(fmt, dict) and fmt.get("type") == "json_object"
+    if schema is None and "accord" not in body:
+        return Job("pass", model, stream=stream)
+    if schema is None and body.get("tools"):
+        raise _bad("a vote needs one answer shape: a response_format json_schema, or a tool_choice naming one function; "
+                   "free text with tools cannot be voted on (leave out the accord field to pass it through)", "tools")  # fmt: skip
+    ask = read(body.get("accord"), base, max_k=max_k, max_seconds=max_seconds)
+    n = body.get("n", 1)
+    if n is not None and n != 1:
+        raise _bad("n must be 1 when accord decides the answer: the vote replaces n (ask for accord.k ballots instead)", "n",
+                   "n_not_supported")  # fmt: skip
+    options = _options(body)
+    forward = {k: v for k, v in body.items() if k not in READ}
+    if json_object and schema is None:
+        forward["response_format"] = fmt  # JSON mode as asked; the vote reads a JSON object
+    mode = "tool" if tool is not None else "schema" if schema is not None else "text"
+    if mode == "text" and not json_object:
+        ask = _with_text_normalizers(ask)
+    return Job(mode, model, messages, schema if schema is not None else ({"type": "object"} if json_object else None), tool, ask,
+               forward=forward, stream=stream, **options)  # fmt: skip
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise _bad("messages must be a non-empty list of chat messages", "messages", "invalid_messages")
+    out = []
+    for i, message in enumerate(value):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise _bad(f"messages[{i}] must be an object with a role", f"messages[{i}]", "invalid_messages")
+        out.append(message if "content" in message else {**message, "content": None})  # a tool-calling turn may leave it out
+    return out
+
+
+def _schema_of(body: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The schema to decide by and the tool it came from (None, None: free text)."""
+    fmt = body.get("response_format")
+    choice = body.get("tool_choice")
+    named = _named_tool(choice, body.get("tools"))
+    if fmt is not None and not isinstance(fmt, dict):
+        raise _bad("response_format must be an object", "response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+            raise _bad("response_format.json_schema.schema must be a JSON Schema object", "response_format.json_schema.schema")
+        if named is not None:
+            raise _bad("give a response_format json_schema or a tool_choice naming a function, not both", "tool_choice")
+        if body.get("tools"):
+            raise _bad("a vote needs one answer shape: a response_format json_schema with tools the model may call instead "
+                       "cannot be voted on (name one function in tool_choice, or leave the tools out)", "tools")  # fmt: skip
+        schema = dict(spec["schema"])
+        if isinstance(spec.get("name"), str) and "title" not in schema:
+            schema["title"] = spec["name"]
+        return schema, None
+    if named is None:
+        return None, None
+    function = named.get("function") or {}
+    params = function.get("parameters")
+    schema = dict(params) if isinstance(params, dict) else {"type": "object", "properties": {}}
+    name = function["name"]
+    schema.setdefault("title", name)
+    if isinstance(function.get("description"), str) and "description" not in schema:
+        schema["description"] = function["description"]
+    return schema, name
+
+
+def _named_tool(choice: Any, tools: Any) -> dict[str, Any] | None:
+    """The tool a ``tool_choice`` forces: one named, or "required" with a single function."""
+    if tools is not None and not isinstance(tools, list):
+        raise _bad("tools must be a list", "tools")
+    functions = [t for t in tools or [] if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict)
+                 and isinstance(t["function"].get("name"), str)]  # fmt: skip
+    name = None
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        if not isinstance(name, str):
+            raise _bad("tool_choice must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
+    elif choice == "required" and len(functions) == 1:
+        name = functions[0]["function"]["name"]
+    if name is None:
+        return None
+    for tool in functions:
+        if tool["function"]["name"] == name:
+            return tool
+    raise _bad(f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+
+
+def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    temperature = body.get("temperature")
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+            raise _bad("temperature must be a number from 0 to 2", "temperature")
+        out["temperature"] = float(temperature)
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _bad(f"{name} must be a positive integer", name)
+            out["max_tokens"] = value
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise _bad("seed must be an integer", "seed")
+        out["seed"] = seed
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+            raise _bad("stop must be a string or a list of strings", "stop")
+        out["stop"] = tuple(stops) or None
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _bad("stream_options must be an object", "stream_options")
+        out["include_usage"] = bool(options.get("include_usage"))
+    logprobs = body.get("logprobs")
+    if logprobs is not None:
+        if not isinstance(logprobs, bool):
+            raise _bad("logprobs must be true or false", "logprobs")
+        out["logprobs"] = logprobs
+    top = body.get("top_logprobs")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20:
+            raise _bad("top_logprobs must be an integer from 0 to 20", "top_logprobs")
+        out["top_logprobs"] = top
+    return out
+
+
+def _with_text_normalizers(ask: Ask) -> Ask:
+    from dataclasses import replace
+
+    return replace(ask, normalize=tuple(dict.fromkeys((*TEXT_NORMALIZERS, *ask.normalize))))

