@@ -70,7 +70,7 @@ class Hint:
 
     def note(self) -> dict[str, Any] | None:
         """What a Result records of this hint (``meta["schema_hint"]``): None for a full signature."""
-        if self.form in ("signature", "named") and not self.shortened:
+        if self.form in ("signature", "named", "text") and not self.shortened:
             return None
         return {"form": self.form, "chars": len(self.text), "schema_chars": self.schema_chars, "shortened": list(self.shortened)}
 
