@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from accord import AccordError, Budget, Schema, Stabilizer, Vote  # noqa: E402
-from accord import _signature as signature  # noqa: E402
-from accord._prompt import build_input  # noqa: E402
+from accord.prompt import _signature as signature  # noqa: E402
+from accord.prompt._prompt import build_input  # noqa: E402
 from recursive import SCHEMAS, Node  # noqa: E402
 
 BENCH = ROOT.parent / "shared" / "jsonschemabench"

@@ -11,12 +11,12 @@ import pytest
 
 from accord import Completion, models
 from accord._errors import ConfigError, UnsupportedSchema
-from accord._schema import Schema
 from accord._types import Settings
 from accord.cli._audit import Condition, raw_phase, stabilized_phase, summarize
 from accord.cli._audit_input import Item, load_items
 from accord.cli._audit_report import write_reports
 from accord.cli._metrics import MISSING
+from accord.schema._schema import Schema
 
 Colour = Literal["red", "green", "blue"]
 

@@ -25,10 +25,10 @@ from pydantic import BaseModel
 
 import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
-from accord._canonical import canonical_key
 from accord.ledger._keys import describe_policy, describe_schema
 from accord.ledger._postgres import PostgresStore
 from accord.ledger._sqlite import SQLiteStore
+from accord.read._canonical import canonical_key
 
 
 class Review(BaseModel):

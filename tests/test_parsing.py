@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 import accord
-from accord._read import Misreading, Reading, read
+from accord.read._read import Misreading, Reading, read
 
 ROOT = Path(__file__).resolve().parents[1]
 

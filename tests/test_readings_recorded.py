@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import accord
-from accord._read import Reading, read
+from accord.read._read import Reading, read
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "data" / "malformed" / "readings.sha"

@@ -11,29 +11,29 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 from . import _check
-from . import _telemetry as telemetry
 from ._errors import AccordError, ConfigError
-from ._examples import check_system, render_examples
-from ._extract import Extract
-from ._gate import MarginGate
-from ._hooks import Hooks
-from ._partial import Decided, Partial, Partials, changed
-from ._perturb import Perturb
-from ._prices import Prices
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
-from ._schema import Schema
-from ._telemetry import Telemetry
 from ._types import Prompt, Settings, Usage
-from ._vote import Vote
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
+from .observe import _telemetry as telemetry
+from .observe._hooks import Hooks
+from .observe._prices import Prices
+from .observe._telemetry import Telemetry
+from .prompt._examples import check_system, render_examples
+from .read._extract import Extract
 from .run._drive import adrive, drive
 from .run._loop import Policy, decide
+from .run._partial import Decided, Partial, Partials, changed
 from .run._report import Progress, ended
 from .run._stream import astream, stream
 from .run._threads import run_coroutine
 from .run._watch import Watch
+from .schema._schema import Schema
+from .vote._gate import MarginGate
+from .vote._perturb import Perturb
+from .vote._vote import Vote
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

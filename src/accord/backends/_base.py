@@ -43,7 +43,7 @@ from .._types import Completion, Request
 from ..run._threads import spawn
 
 if TYPE_CHECKING:
-    from .._schema import Schema
+    from ..schema._schema import Schema
 
 DEFAULT_MAX_TOKENS = 512
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AccordError, OutputError
-from .._perturb import Perturbation
-from .._prompt import build_input
-from .._read import Reading, read
 from .._result import Result
 from .._stabilizer import Stabilizer
 from .._types import Completion, Request, Settings
+from ..prompt._prompt import build_input
+from ..read._read import Reading, read
+from ..vote._perturb import Perturbation
 from ._audit_input import Item
 from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 

@@ -28,10 +28,10 @@ from rich.text import Text
 
 from .. import models
 from .._errors import AccordError, ModelNotInstalled
-from .._perturb import Perturb
 from .._stabilizer import Stabilizer
 from .._types import Settings
-from .._vote import Vote
+from ..vote._perturb import Perturb
+from ..vote._vote import Vote
 
 RAW_TOKENS = 24
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._result import Ballot, Result
-    from ._types import Request
+    from .._result import Ballot, Result
+    from .._types import Request
 
 Attributes = dict[str, Any]
 
@@ -88,7 +88,7 @@ def tracer(telemetry: Telemetry | None) -> Any:
     cached = _tracers.get(id(provider))
     if cached is not None and cached[0] is provider:
         return cached[1]
-    from . import __version__
+    from .. import __version__
 
     with _lock:
         made = provider.get_tracer("accord", __version__)

@@ -21,10 +21,11 @@ from typing import Any, Generic, TypeVar
 import pydantic
 import pydantic_core
 
-from . import _check, _deadline
-from ._errors import AccordError, UnsupportedSchema
+from .. import _check
+from .._errors import AccordError, UnsupportedSchema
+from ..prompt._signature import Hint, hint, signature
+from ..read import _deadline
 from ._metaschema import MAX_PATTERN, check_patterns, check_schema
-from ._signature import Hint, hint, signature
 
 __all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature"]
 
