@@ -15,7 +15,7 @@ from typing import Any
 
 from .._result import Result
 from ..backends._base import Backend
-from ._loop import Call, Outcome, Queued, Step
+from ._calls import Call, Outcome, Queued, Step
 from ._threads import spawn
 from ._watch import Watch
 

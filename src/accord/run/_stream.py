@@ -22,8 +22,8 @@ from .._errors import BackendError
 from .._result import Result
 from .._types import Completion
 from ..backends._base import Backend
+from ._calls import Call, Outcome
 from ._drive import _NO_LIMIT, Flow
-from ._loop import Call, Outcome
 from ._threads import spawn
 from ._watch import Watch
 

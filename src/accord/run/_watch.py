@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from ..backends._base import Backend
     from ..observe._hooks import Hooks, RetryEvent
     from ..schema._schema import Schema
-    from ._loop import Call, Policy
+    from ._calls import Call
+    from ._policy import Policy
 
 
 class Watch:
