@@ -56,7 +56,6 @@ class TransformersBackend(Backend):
     constrains = True
     gives_margins = True
     perturbable = True
-    conversion_seconds: float | None = None  # the embedded model's one-time GGUF conversion, when this load did it
 
     def __init__(
         self,
@@ -107,7 +106,7 @@ class TransformersBackend(Backend):
         return self._fingerprint
 
     @property
-    def dtype(self) -> str:
+    def dtype(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
     @property
