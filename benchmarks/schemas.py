@@ -2,8 +2,8 @@
 
     python benchmarks/schemas.py [--quick]
 
-(Not ``benchmarks/schemas.py``, as issue #28 names it: the parsing tests import
-tests/data/malformed/schemas.py as ``schemas`` with benchmarks/ first on the path.)
+(The parsing tests import tests/data/malformed/schemas.py as ``schemas``: they put that folder
+before benchmarks/ on the path, so this file does not shadow it.)
 
 Over the real-world JSON Schemas of ../shared/jsonschemabench and the recursive models of
 tests/recursive.py (trees, mutual recursion, unions of recursive models, a deep ``$defs``
