@@ -12,6 +12,7 @@ from . import _check
 from ._errors import ConfigError
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
+from ._threads import run_coroutine
 from ._types import Prompt, Settings
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
@@ -28,7 +29,6 @@ from .run._partial import Decided, Partial, Partials, changed
 from .run._policy import Policy
 from .run._report import ended
 from .run._stream import astream, stream
-from .run._threads import run_coroutine
 from .run._watch import Watch
 from .schema._schema import Schema
 from .vote._gate import MarginGate

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, ConfigError
+from .._threads import spawn
 from .._types import Completion, Request
-from ..run._threads import spawn
 
 if TYPE_CHECKING:
     from ..schema._schema import Schema

@@ -24,10 +24,10 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from .._threads import run_coroutine
 from ..observe import _hooks as hooks
 from ..observe import _telemetry as telemetry
 from ..read._extract import shape_of
-from ._threads import run_coroutine
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from ..._errors import AccordError, BackendError, ConfigError
+from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
-from ...run._threads import aiterate, spawn
 from ...vote._perturb import Perturbation
 from .._base import Backend, Noise
 from ._calibrate import known_floors, noise_floors
