@@ -7,7 +7,7 @@ The backend takes 50 ms a call (``time.sleep``: a remote server's latency) and l
 row, one after the other. Every arm decides the same rows with 8 calls in flight per worker:
 
 - ``map``: ``Stabilizer.map(rows, concurrency=8)`` in this process, no Ray;
-- ``ray 1 actor`` / ``ray 2 actors``: ``stabilize(ds, recipe, actors=n, concurrency=8,
+- ``ray 1 actor`` / ``ray 2 actors``: ``stabilize_dataset(ds, recipe, actors=n, concurrency=8,
   batch_size=32, num_cpus=0.5)``, collected with ``take_all``.
 
 For each: rows per second end to end (the whole call: for Ray, the actors' start too, which a
@@ -44,7 +44,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # this 
 sys.path.insert(0, str(HERE.parent / "tests"))  # servers.py: the throwaway PostgreSQL
 
 import accord  # noqa: E402
-from accord.integrations.ray import Recipe, stabilize  # noqa: E402
+from accord.integrations.ray import Recipe, stabilize_dataset  # noqa: E402
 
 CALL_SECONDS = 0.05
 CONCURRENCY = 8
@@ -116,7 +116,7 @@ def on_ray(prompts: list[str], actors: int, folder: Path) -> dict[str, Any]:
     log = folder / f"ray{actors}.log"
     ds = ray.data.from_items([{"prompt": p} for p in prompts])
     start = time.perf_counter()
-    out = stabilize(ds, Recipe(functools.partial(make_model, str(log)), str, vote=VOTE), actors=actors,
+    out = stabilize_dataset(ds, Recipe(functools.partial(make_model, str(log)), str, vote=VOTE), actors=actors,
                     concurrency=CONCURRENCY, batch_size=BATCH, num_cpus=0.5).take_all()
     wall = time.perf_counter() - start
     assert len(out) == len(prompts) and all(r["error_type"] is None for r in out)
@@ -143,7 +143,7 @@ def kill(prompts: list[str], folder: Path, dsn: str) -> dict[str, Any]:
     thread.start()
     ds = ray.data.from_items([{"prompt": p} for p in prompts])
     start = time.perf_counter()
-    out = stabilize(ds, recipe, actors=2, concurrency=CONCURRENCY, batch_size=BATCH, num_cpus=0.5).take_all()
+    out = stabilize_dataset(ds, recipe, actors=2, concurrency=CONCURRENCY, batch_size=BATCH, num_cpus=0.5).take_all()
     wall = time.perf_counter() - start
     thread.join()
     with accord.Ledger(dsn) as ledger:

@@ -1,7 +1,7 @@
 """Parquet in, Parquet out on Ray Data: a Stabilizer per actor, the ledger replaying a second run.
 
 Reads reviews from a Parquet file, decides each one's label on two Ray actors
-(``accord.integrations.ray.stabilize``) and writes the answers as Parquet columns beside the
+(``accord.integrations.ray.stabilize_dataset``) and writes the answers as Parquet columns beside the
 input's. Run again over the same file, every row replays from the ledger: no model call.
 
 The "model" is a keyword rule (no network, no download); for a real one, make the recipe's
@@ -24,7 +24,7 @@ import ray
 import ray.data
 
 import accord
-from accord.integrations.ray import Recipe, stabilize
+from accord.integrations.ray import Recipe, stabilize_dataset
 
 REVIEWS = [
     "Great pen, writes smoothly.",
@@ -60,7 +60,7 @@ def main() -> None:
     try:
         for run in ("first", "second"):
             out = folder / f"{run}-out"
-            stabilize(ray.data.read_parquet(str(source), override_num_blocks=2), recipe, actors=2, batch_size=3, num_cpus=0.5).write_parquet(str(out))
+            stabilize_dataset(ray.data.read_parquet(str(source), override_num_blocks=2), recipe, actors=2, batch_size=3, num_cpus=0.5).write_parquet(str(out))
             table = pq.read_table(out).sort_by("review_id")
             rows = table.to_pylist()
             if run == "first":

@@ -23,7 +23,7 @@ pa = pytest.importorskip("pyarrow")
 
 import accord  # noqa: E402
 from accord import Ledger, Vote, models  # noqa: E402
-from accord.integrations.ray import COLUMNS, Recipe, Stabilize, stabilize  # noqa: E402
+from accord.integrations.ray import COLUMNS, Recipe, Stabilize, stabilize_dataset  # noqa: E402
 from ray_parts import Registry, Row, calls, counted, word  # noqa: E402
 
 VOTE = Vote(k=3)  # a backend that always agrees: 2 calls a row (unanimous after 2 of 3)
@@ -104,7 +104,7 @@ def test_200_rows_through_a_function_backend_with_latency(ray_cluster, tmp_path)
     log = tmp_path / "calls"
     prompts = [f"Extract row {n}." for n in range(200)] + ["no row at all"]
     ds = ray.data.from_items([{"prompt": p, "n": i} for i, p in enumerate(prompts)])
-    out = stabilize(ds, Recipe(counted(0.02, log), Row, vote=VOTE), actors=2, batch_size=25, concurrency=8, num_cpus=0.5)
+    out = stabilize_dataset(ds, Recipe(counted(0.02, log), Row, vote=VOTE), actors=2, batch_size=25, concurrency=8, num_cpus=0.5)
     table = pa.concat_tables([pa.Table.from_pylist(out.take_all())])
     decided = rows_of(table)
     assert sorted(decided) == list(range(200)) and table.num_rows == 201
@@ -138,7 +138,7 @@ def test_an_actor_killed_mid_run_loses_no_row_and_no_prompt_is_decided_twice(ray
     killed: list[int] = []
     killer = threading.Thread(target=_kill_one_when, args=(log, registry, 60, killed))
     killer.start()
-    table = pa.Table.from_pylist(stabilize(first, recipe, actors=2, batch_size=10, concurrency=4, num_cpus=0.5).take_all())
+    table = pa.Table.from_pylist(stabilize_dataset(first, recipe, actors=2, batch_size=10, concurrency=4, num_cpus=0.5).take_all())
     killer.join()
     pids = [pid for _, pid in ray.get(registry.all.remote())]
     assert killed and len(pids) >= 3 and killed[0] in pids[:2]  # killed mid-run, and restarted
@@ -153,7 +153,7 @@ def test_an_actor_killed_mid_run_loses_no_row_and_no_prompt_is_decided_twice(ray
 
     # A second dataset over overlapping prompts (100..199): the 60 shared ones replay, never call.
     second = ray.data.from_items([{"prompt": f"Extract row {n}."} for n in range(100, 200)])
-    table = pa.Table.from_pylist(stabilize(second, recipe, actors=2, batch_size=10, concurrency=4, num_cpus=0.5).take_all())
+    table = pa.Table.from_pylist(stabilize_dataset(second, recipe, actors=2, batch_size=10, concurrency=4, num_cpus=0.5).take_all())
     again = rows_of(table)
     assert sorted(again) == list(range(100, 200))
     assert all(again[n]["replayed"] and again[n]["calls"] == 0 for n in range(100, 160))
@@ -171,7 +171,7 @@ def test_the_real_vllm_behind_ray(ray_cluster, vllm_server):
     model = functools.partial(models.openai, base_url=vllm_server.url, model=vllm_server.model, capabilities=Capabilities(), max_tokens=16)
     questions = ["Is Paris the capital of France?", "Is water wet?", "Is the sun cold?", "Is two more than one?"]
     ds = ray.data.from_items([{"prompt": f"Answer yes or no. {q}"} for q in questions])
-    out = pa.Table.from_pylist(stabilize(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1)), actors=1, num_cpus=0.5).take_all())
+    out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1)), actors=1, num_cpus=0.5).take_all())
     got = out.to_pylist()
     assert len(got) == 4 and all(r["error_type"] is None for r in got), got
     assert all(json.loads(r["value"]) in ("yes", "no") and r["calls"] >= 1 and r["prompt_tokens"] > 0 for r in got)

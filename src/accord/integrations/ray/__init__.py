@@ -11,19 +11,19 @@ replays the prompts already decided instead of calling the model again, and two 
 overlapping prompts decide each shared prompt once (see :mod:`accord.ledger`)::
 
     import ray.data
-    from accord.integrations.ray import Recipe, stabilize
+    from accord.integrations.ray import Recipe, stabilize_dataset
 
     recipe = Recipe(make_model, Invoice, ledger="postgresql://accord@db/accord", vote=accord.Vote(k=3))
-    out = stabilize(ray.data.read_parquet("in/"), recipe, column="text", actors=4)
+    out = stabilize_dataset(ray.data.read_parquet("in/"), recipe, column="text", actors=4)
     out.write_parquet("out/")
 
 Needs ``pip install 'accord[ray]'`` (Ray Data and pyarrow); importing this module imports pyarrow,
-never ray itself until :func:`stabilize` is called.
+never ray itself until :func:`stabilize_dataset` is called.
 """
 
 from ._columns import COLUMNS
-from ._dataset import stabilize
+from ._dataset import stabilize_dataset
 from ._recipe import Recipe
 from ._stabilize import Stabilize
 
-__all__ = ["COLUMNS", "Recipe", "Stabilize", "stabilize"]
+__all__ = ["COLUMNS", "Recipe", "Stabilize", "stabilize_dataset"]

@@ -1,4 +1,4 @@
-"""``stabilize(dataset, recipe)``: the usual ``map_batches`` call, spelled once."""
+"""``stabilize_dataset(dataset, recipe)``: the usual ``map_batches`` call, spelled once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ._recipe import Recipe
 from ._stabilize import Stabilize
 
 
-def stabilize(
+def stabilize_dataset(
     dataset: Any,
     recipe: Recipe,
     *,
@@ -31,7 +31,7 @@ def stabilize(
     with the recipe's ledger on PostgreSQL, those replay what was decided before the death.
     """
     if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
-        raise ConfigError(f"stabilize(actors=...) must be an int >= 1, got {actors!r}")
+        raise ConfigError(f"stabilize_dataset(actors=...) must be an int >= 1, got {actors!r}")
     import ray.data
 
     return dataset.map_batches(
