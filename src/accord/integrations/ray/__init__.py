@@ -21,6 +21,11 @@ Needs ``pip install 'accord[ray]'`` (Ray Data and pyarrow); importing this modul
 never ray itself until :func:`stabilize_dataset` is called.
 """
 
+import importlib.util
+
+if importlib.util.find_spec("pyarrow") is None:  # a clear word instead of a bare ModuleNotFoundError below
+    raise ImportError("accord.integrations.ray needs Ray Data and pyarrow: pip install 'accord[ray]'")
+
 from ._columns import COLUMNS
 from ._dataset import stabilize_dataset
 from ._recipe import Recipe
