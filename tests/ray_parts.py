@@ -68,6 +68,13 @@ def counted(latency: float, log: str | os.PathLike[str], register: str | None = 
     return functools.partial(make_counted, latency, str(log), register)
 
 
+def vllm(url: str, model: str) -> Any:
+    """A Recipe's factory for the session's vLLM: the backend is made on the actor (a client holds locks: it never travels)."""
+    from accord.backends.openai._caps import Capabilities
+
+    return accord.models.openai(base_url=url, model=model, capabilities=Capabilities(), max_tokens=16)
+
+
 def calls(log: str | os.PathLike[str]) -> Counter[int]:
     """Model calls per row id, as the backend logged them."""
     path = Path(log)

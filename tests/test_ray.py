@@ -24,7 +24,7 @@ pa = pytest.importorskip("pyarrow")
 import accord  # noqa: E402
 from accord import Ledger, Vote, models  # noqa: E402
 from accord.integrations.ray import COLUMNS, Recipe, Stabilize, stabilize_dataset  # noqa: E402
-from ray_parts import Registry, Row, calls, counted, word  # noqa: E402
+from ray_parts import Registry, Row, calls, counted, vllm, word  # noqa: E402
 
 VOTE = Vote(k=3)  # a backend that always agrees: 2 calls a row (unanimous after 2 of 3)
 MOST_CALLS = VOTE.k * accord.Retry().attempts  # what the policy lets one prompt's decision make
@@ -73,6 +73,8 @@ def test_a_recipe_checks_its_options_and_never_shows_a_password():
         Recipe(lambda: models.scripted(["x"]), str, ledger=Ledger)
     with pytest.raises(accord.ConfigError, match="must be a function that returns a backend"):
         Recipe(models.scripted(["x"]), str)
+    with pytest.raises(accord.ConfigError, match=r"does not pickle \(TypeError: cannot pickle '_thread.lock'"):
+        stabilize_dataset(None, Recipe(functools.partial(models.scripted, threading.Lock()), str))  # checked before Ray sees it
     text = repr(Recipe(lambda: models.scripted(["x"]), str, ledger="postgresql://accord:s3cret@127.0.0.1:5432/db"))
     assert "s3cret" not in text and "127.0.0.1" in text
 
@@ -171,9 +173,7 @@ def test_an_actor_killed_mid_run_loses_no_row_and_no_prompt_is_decided_twice(ray
 def test_the_real_vllm_behind_ray(ray_cluster, vllm_server):
     import ray.data
 
-    from accord.backends.openai._caps import Capabilities
-
-    model = functools.partial(models.openai, base_url=vllm_server.url, model=vllm_server.model, capabilities=Capabilities(), max_tokens=16)
+    model = functools.partial(vllm, vllm_server.url, vllm_server.model)
     questions = ["Is Paris the capital of France?", "Is water wet?", "Is the sun cold?", "Is two more than one?"]
     ds = ray.data.from_items([{"prompt": f"Answer yes or no. {q}"} for q in questions])
     out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1)), actors=1, num_cpus=0.5).take_all())
