@@ -9,7 +9,7 @@ from typing import Any
 from ..._errors import ConfigError
 from ..._stabilizer import Options, Stabilizer
 from ...ledger import Ledger
-from ...ledger._store import shown
+from ...ledger._open import shown
 
 _OPTIONS = frozenset(Options.__optional_keys__) - {"ledger"}  # the ledger is Recipe(ledger=DSN), opened per actor
 
