@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from accord import Schema
-from accord._extract import MAX_CHARS, ExtractionFailure, extract
+from accord.read._extract import MAX_CHARS, ExtractionFailure, extract
 
 
 class Point(BaseModel):

@@ -27,10 +27,10 @@ from typing import Any, Generic, TypeVar
 import pydantic
 import pydantic_core
 
-from ._extract import shape_of
-from ._read import Reading, read
-from ._result import Result
-from ._schema import Schema
+from .._result import Result
+from ..read._extract import shape_of
+from ..read._read import Reading, read
+from ..schema._schema import Schema
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._canonical import canonical_key, is_set_like
-from ._normalize import resolve
+from ..read._canonical import canonical_key, is_set_like
+from ..read._normalize import resolve
 from ._vote import Tally, Vote
 
 Path = tuple[Any, ...]

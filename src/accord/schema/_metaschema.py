@@ -78,7 +78,7 @@ def check_patterns(schema: Any) -> None:
     """Raise :class:`~accord.UnsupportedSchema` naming the first ``pattern`` (or
     ``patternProperties`` key) longer than ``MAX_PATTERN`` characters, before anything compiles
     it. One walk over the schema's nodes, following no reference."""
-    from ._errors import UnsupportedSchema
+    from .._errors import UnsupportedSchema
 
     todo: list[tuple[Any, str]] = [(schema, "#")]
     while todo:

@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._errors import AccordError
-    from ._result import Ballot, Result
-    from ._types import Request
+    from .._errors import AccordError
+    from .._result import Ballot, Result
+    from .._types import Request
 
 log = logging.getLogger("accord")
 

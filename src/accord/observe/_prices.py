@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 DEFAULT = "*"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._schema import Schema, ValidationFailure
+from ..schema._schema import Schema, ValidationFailure
 
 __all__ = ["ValidationFailure", "validate"]
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from ._perturb import compute_dtype
 
 if TYPE_CHECKING:
+    from ..backends._base import Backend
     from ._gate import MarginGate
-    from .backends._base import Backend
 
 Computation = tuple[str, bool]  # (compute dtype, under a small perturbation)
 

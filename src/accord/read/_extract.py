@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import _check
+from .. import _check
+from ..schema._schema import Schema
 from ._normalize import fold, resolve, types_of
-from ._schema import Schema
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 256

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _check
-from ._errors import ConfigError
+from .. import _check
+from .._errors import ConfigError
 
 
 @dataclass(frozen=True)

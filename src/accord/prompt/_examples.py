@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ._errors import ConfigError
-from ._schema import Schema, ValidationFailure
-from ._types import Message, Prompt
+from .._errors import ConfigError
+from .._types import Message, Prompt
+from ..schema._schema import Schema, ValidationFailure
 
 Example = tuple[str, str]  # (input, output as the model should write it)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 if TYPE_CHECKING:
-    from .backends._base import Backend
+    from ..backends._base import Backend
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 KINDS = ("precision", "batch", "attention", "threads")
 

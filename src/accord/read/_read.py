@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..schema._schema import Schema
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
@@ -24,7 +25,6 @@ from ._deadline import Interrupt, TimeUp, settle, within
 from ._extract import ECHO, MAX_DIGITS, NOTHING, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, first_json, shape_of
 from ._jsonish import Fix
 from ._normalize import normalize, resolve, types_of
-from ._schema import Schema
 from ._validate import ValidationFailure, validate
 
 log = logging.getLogger("accord")

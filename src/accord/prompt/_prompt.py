@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._schema import Schema
+from .._types import Feedback, Message, Prompt
+from ..schema._schema import Schema
 from ._signature import DEPTH
-from ._types import Feedback, Message, Prompt
 
 _MAX_FEEDBACK_ERRORS = 8
 SKELETON_CHARS = 1_000  # about the most a skeleton writes
@@ -89,7 +89,7 @@ def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
     purpose: a model that copies it back gives no value. At most about ``SKELETON_CHARS``
     characters (the rest of a large shape is ``...``), ``DEPTH`` levels deep.
     """
-    from ._normalize import resolve
+    from ..read._normalize import resolve
 
     node: Any = schema
     for step in at:
@@ -110,7 +110,7 @@ class _Skeleton:
         self.left = SKELETON_CHARS
 
     def shape(self, node: Any, depth: int) -> str:
-        from ._normalize import resolve
+        from ..read._normalize import resolve
 
         node = resolve(node, self.root)
         self.left -= 3
