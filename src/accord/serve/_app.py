@@ -11,7 +11,8 @@ A chat request, in order: shutting down (503), the client key (401), the queue (
 it is not JSON), the Job (``._translate``; 400s), then the decision (``._decide``) or the
 pass-through. The decision runs as a task beside a watch on the connection: a client that
 leaves cancels it, so its ballots are cancelled and no upstream call is orphaned. Each request
-has its server span and one log line (``._observe``).
+has its server span and one log line (``._observe``), written with its metrics once the answer
+is sent (a stream's: as it starts), so neither delays the answer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -106,11 +108,20 @@ class Proxy:
             finally:
                 self.metrics.in_flight.dec()
             seconds = time.perf_counter() - start
-            self.metrics.answered(line.mode, line.status, seconds)
-            line.emit(seconds)
+            if type(response) is Response and response.background is None:  # after its bytes are sent: off the answer's path
+                response.background = BackgroundTask(self._record_after, line, seconds)
+            else:  # a stream (sent later, maybe never whole): now
+                self._record(line, seconds)
             return response
 
         return endpoint
+
+    def _record(self, line: Line, seconds: float) -> None:
+        self.metrics.answered(line.mode, line.status, seconds)
+        line.emit(seconds)
+
+    async def _record_after(self, line: Line, seconds: float) -> None:  # async: Starlette runs a sync one in a thread
+        self._record(line, seconds)
 
     async def _answer(self, handler: Callable[[Request, Line], Awaitable[Response]], request: Request, line: Line) -> Response:
         try:
