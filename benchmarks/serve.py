@@ -162,10 +162,11 @@ async def _burst(url: str, bodies: list[dict[str, Any]], concurrency: int, key: 
         return time.perf_counter() - start, answers
 
 
-def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int, n_default: int) -> dict[str, Any]:
+def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: int, rounds: int, n_default: int, warm: int) -> dict[str, Any]:
     direct_rps, proxy_rps, k1_calls = [], [], []
-    asyncio.run(_burst(vllm_url, [body(model, i, max_tokens=16) for i in range(concurrency)], concurrency, "none"))  # warm
-    asyncio.run(_burst(proxy.url, [body(model, i, {"k": 1}, 16) for i in range(concurrency)], concurrency, CLIENT_KEY))
+    start = time.monotonic()
+    asyncio.run(_burst(vllm_url, [body(model, i, max_tokens=16) for i in range(warm)], concurrency, "none"))  # the schema's grammar compiled
+    asyncio.run(_burst(proxy.url, [body(model, i, {"k": 1}, 16) for i in range(warm)], concurrency, CLIENT_KEY))  # the probe, the Stabilizer
     for r in range(rounds):
         offset = 1000 * (r + 1)
         took, _ = asyncio.run(_burst(vllm_url, [body(model, offset + i, max_tokens=16) for i in range(n)], concurrency, "none"))
@@ -173,12 +174,13 @@ def throughput(vllm_url: str, model: str, proxy: Any, *, n: int, concurrency: in
         took, answers = asyncio.run(_burst(proxy.url, [body(model, offset + 500 + i, {"k": 1}, 16) for i in range(n)], concurrency, CLIENT_KEY))
         k1_calls += [a["accord"]["calls"] for a in answers]  # more than 1 when an invalid output was retried
         proxy_rps.append(n / took)
+    compared = time.monotonic() - start
     took, answers = asyncio.run(_burst(proxy.url, [body(model, 90_000 + i, None, 16) for i in range(n_default)], concurrency, CLIENT_KEY))
     calls = [a["accord"]["calls"] for a in answers]
     return {"direct_rps": statistics.median(direct_rps), "proxy_rps": statistics.median(proxy_rps), "rounds": rounds, "n": n,
             "ratio": statistics.median(proxy_rps) / statistics.median(direct_rps), "default_calls_per_answer": sum(calls) / len(calls),
             "default_rps": n_default / took, "default_upstream_calls": sum(a["accord"]["upstream_calls"] for a in answers) / n_default,
-            "n_default": n_default, "k1_calls_per_answer": sum(k1_calls) / len(k1_calls),
+            "n_default": n_default, "k1_calls_per_answer": sum(k1_calls) / len(k1_calls), "compared_s": compared, "default_s": took,
             "all_direct": direct_rps, "all_proxy": proxy_rps}  # fmt: skip
 
 
@@ -206,6 +208,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, help="latency: requests per arm (default 1000; --quick 100)")
     args = parser.parse_args()
     sections = set(args.only.split(","))
+    began = time.monotonic()
     n_latency = args.requests or (100 if args.quick else 1000)
     print(f"accord serve benchmark ({'quick' if args.quick else 'full'}): python {platform.python_version()}, {platform.machine()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, pace {machine_speed():.0f} ms "
@@ -214,6 +217,7 @@ def main() -> int:
     if sections & {"latency", "core"}:
         with floor_config() as config, fake_upstream() as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config) as proxy:
             if "latency" in sections:
+                t0 = time.monotonic()
                 figures = latency(fake, proxy, n_latency)
                 ok = figures["added_p50"] <= 0.002
                 met.append(ok)
@@ -222,12 +226,13 @@ def main() -> int:
                 print(f"  direct  p50 {figures['direct_p50'] * 1000:.2f} ms  p99 {figures['direct_p99'] * 1000:.2f} ms")
                 print(f"  proxy   p50 {figures['proxy_p50'] * 1000:.2f} ms  p99 {figures['proxy_p99'] * 1000:.2f} ms")
                 print(f"  added   p50 {figures['added_p50'] * 1000:.2f} ms (target <= 2 ms: {'met' if ok else 'NOT met'})  "
-                      f"p99 {figures['added_p99'] * 1000:.2f} ms")  # fmt: skip
+                      f"p99 {figures['added_p99'] * 1000:.2f} ms  ({time.monotonic() - t0:.1f} s)")  # fmt: skip
             if "core" in sections and (os.cpu_count() or 1) >= 2:
                 everywhere = set(range(os.cpu_count() or 1))
                 os.sched_setaffinity(proxy.process.pid, {0})  # the proxy on CPU 0; the fake and this client on CPU 1
                 os.sched_setaffinity(fake.proc.process.pid, {1})
                 os.sched_setaffinity(0, {1})
+                t0 = time.monotonic()
                 try:
                     core = one_core(fake, proxy, 2.0 if args.quick else 8.0)
                 finally:
@@ -235,7 +240,7 @@ def main() -> int:
                         os.sched_setaffinity(pid, everywhere)
                 print(f"one core: the proxy pinned to CPU 0, 16 requests in flight: {core['rps']:.0f} requests/s "
                       f"({core['requests']} requests; the proxy busy {core['proxy_cpu_share'] * 100:.0f}% of its core), "
-                      f"{core['per_cpu_second']:.0f} requests per CPU-second of the proxy")  # fmt: skip
+                      f"{core['per_cpu_second']:.0f} requests per CPU-second of the proxy  ({time.monotonic() - t0:.1f} s)")  # fmt: skip
     if "vllm" in sections:
         url = args.base_url or (os.environ.get(REUSE_URL) if args.quick else None)
         model = args.model or (os.environ.get(REUSE_MODEL) if url and not args.base_url else None)
@@ -247,19 +252,20 @@ def main() -> int:
                 if not vllm_model:
                     vllm_model = httpx.get(f"{vllm_url}/models").json()["data"][0]["id"]
                 with accord_serve([vllm_url], "--api-key", CLIENT_KEY, "--concurrency", "64") as proxy:
-                    n = 32 if args.quick else 64
-                    tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2, n_default=8 if args.quick else n)
+                    n = 32 if args.quick else 64  # --quick: one burst of 32 an arm, the least that has 32 in flight
+                    tp = throughput(vllm_url, vllm_model, proxy, n=n, concurrency=32, rounds=1 if args.quick else 2,
+                                    n_default=4 if args.quick else n, warm=4 if args.quick else 32)  # fmt: skip
                 ok = tp["ratio"] >= 0.9
                 met.append(ok)
                 print(f"vLLM, concurrency 32, {tp['n']} requests an arm, {tp['rounds']} round(s) (max_tokens 16, json_schema):")
                 print(f"  direct {tp['direct_rps']:.2f} requests/s, through the proxy (k=1: {tp['k1_calls_per_answer']:.2f} calls per answer) "
                       f"{tp['proxy_rps']:.2f} requests/s: "
                       f"{tp['ratio'] * 100:.0f}% of direct (target >= 90%: {'met' if ok else 'NOT met'}); "
-                      f"rounds {[round(x, 2) for x in tp['all_direct']]} / {[round(x, 2) for x in tp['all_proxy']]}")  # fmt: skip
+                      f"rounds {[round(x, 2) for x in tp['all_direct']]} / {[round(x, 2) for x in tp['all_proxy']]}  ({tp['compared_s']:.1f} s)")  # fmt: skip
                 print(f"  accord's default policy through the proxy ({tp['n_default']} requests): {tp['default_calls_per_answer']:.2f} calls per answer "
                       f"({tp['default_upstream_calls']:.2f} upstream calls with batch neighbours), {tp['default_rps']:.2f} answers/s; "
-                      "directly: 1.00 call per answer")  # fmt: skip
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+                      f"directly: 1.00 call per answer  ({tp['default_s']:.1f} s)")  # fmt: skip
+    print(f"load average at the end {os.getloadavg()[0]:.1f}; {time.monotonic() - began:.1f} s in all")
     return 1 if args.check and not all(met) else 0
 
 

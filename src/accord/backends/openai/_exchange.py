@@ -77,10 +77,12 @@ class Exchanges(Backend):
         meta["structured"] = "response_format" if "response_format" in params else "prompt"
         if "seed" in params:
             meta["seed"] = params["seed"]
-        wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
-        dropped = sorted(self.capabilities.get(key).rejected & wanted)
-        if dropped:
-            meta["dropped"] = dropped
+        rejected = self.capabilities.get(key).rejected
+        if rejected:  # what this call would have sent to a server that takes everything, less what it sent
+            wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
+            dropped = sorted(rejected & wanted)
+            if dropped:
+                meta["dropped"] = dropped
         completion = parsed.completion
         if wrapped and "response_format" in params:
             inner = wire.unwrap(completion.text)
