@@ -9,7 +9,7 @@ from typing import Any
 from ..._errors import ConfigError
 from ..._stabilizer import Options, Stabilizer
 from ...ledger import Ledger
-from ...ledger._store import shown
+from ...ledger._open import shown
 
 _OPTIONS = frozenset(Options.__optional_keys__) - {"ledger"}  # the ledger is Recipe(ledger=DSN), opened per actor
 
@@ -57,7 +57,12 @@ class Recipe:
         self.options = dict(options)
 
     def __repr__(self) -> str:
-        where = f", ledger={shown(self.ledger)!r}" if self.ledger is not None else ""
+        where = ""
+        if self.ledger is not None:
+            try:
+                where = f", ledger={shown(self.ledger)!r}"
+            except Exception:  # noqa: BLE001 - a repr never raises; a DSN unread (no psycopg) is not shown
+                where = ", ledger='postgresql://...'"
         return f"Recipe({getattr(self.model, '__name__', type(self.model).__name__)}, {self.schema!r}{where})"
 
     def open_ledger(self) -> Ledger | None:
