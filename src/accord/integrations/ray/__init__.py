@@ -8,7 +8,7 @@ and never fails its batch unless ``fail_on_error=True``.
 
 With a ledger on PostgreSQL shared by the actors, a batch Ray runs again after an actor died
 replays the prompts already decided instead of calling the model again, and two datasets over
-overlapping prompts decide each shared prompt once (see :mod:`accord.ledger`)::
+overlapping prompts decide each shared prompt once (see :class:`~accord.Ledger`)::
 
     import ray.data
     from accord.integrations.ray import Recipe, stabilize_dataset
