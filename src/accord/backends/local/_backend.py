@@ -93,6 +93,7 @@ class TransformersBackend(Backend):
             log.info("%s: generation defaults set aside (greedy means greedy): %s", self.model_id, self.ignored_defaults)
         self._lock = threading.Lock()
         self._constrainer: Constrainer | None = None
+        self._constrainers: dict[str, Constrainer] = {}  # one engine each (constrainer_for)
         self._floors: dict[str, float] | None = None
         self._reference_floors: dict[str, float] | None = None
         self._noise: Noise | None = None
@@ -136,6 +137,15 @@ class TransformersBackend(Backend):
     def telemetry(self) -> dict[str, str | int]:
         return {"gen_ai.provider.name": "transformers", "gen_ai.request.model": self.model_id}
 
+    def constrainer_for(self, engine: str | None) -> Constrainer:
+        """The constrainer of this backend's engines, or of ``engine`` alone (made once)."""
+        if engine is None or (engine,) == self.engines:
+            return self.constrainer
+        if engine not in self._constrainers:
+            self._constrainers[engine] = Constrainer(self.tokenizer, vocab_size(self.model), engine=engine,
+                                                     compile_timeout=self.compile_timeout)
+        return self._constrainers[engine]
+
     @property
     def constrainer(self) -> Constrainer:
         if self._constrainer is None:
@@ -146,12 +156,14 @@ class TransformersBackend(Backend):
 
     # -- generation -------------------------------------------------------------------------------
 
-    def generate(self, request: Request, streamer: Any = None, *, compact: bool = False) -> Completion:
-        """One call; ``compact``: JSON written without spaces after ``,`` and ``:`` (a server's
-        strict JSON mode, as a reference deployment decodes it)."""
+    def generate(self, request: Request, streamer: Any = None, *, compact: bool = False, engine: str | None = None) -> Completion:
+        """One call. A reference deployment decodes as the server it stands for does:
+        ``compact``, JSON without spaces after ``,`` and ``:`` (a server's strict JSON mode);
+        ``engine``, that grammar engine for this call (vLLM's xgrammar lets the model spell a
+        constant in any tokens; llguidance forces one spelling)."""
         start = time.perf_counter()
         with self._guard():
-            served = self.constrainer.processor(request.schema, compact)
+            served = self.constrainer_for(engine).processor(request.schema, compact)
             return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:

@@ -10,7 +10,9 @@ why the answer then stays the same whatever the serving deployment's load or dty
 schema in it exactly when the server needs it there) and, for a schema sent as
 ``response_format``, the same JSON: a bare type wrapped in ``{"answer": ...}`` and unwrapped
 again, written compact (no space after ``,`` or ``:``, as vLLM writes strict JSON with
-``--structured-outputs-config '{"disable_any_whitespace": true}'``), for a local reference.
+``--structured-outputs-config '{"disable_any_whitespace": true}'``) and constrained by xgrammar,
+as vLLM constrains it: the model may spell a constant (the key ``"answer"``) in any tokens, and
+the two deployments must be allowed the same tokens at every step for the proof to hold.
 
 :class:`Learner` learns the serving deployment's floor against the reference, with no manual
 step: over the first :data:`LEARN` first ballots (and every :data:`REFRESH`-th after), the
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 LEARN = 8  # first ballots compared before the learned floor is used
 REFRESH = 16  # after that, one first ballot in this many is compared again
 TOP = 5  # alternatives per token asked for while comparing
+ENGINE = "xgrammar"  # the grammar engine a local reference decodes a server's JSON with (vLLM's)
 STEPS = "token_steps"  # the completion meta key the exchange leaves the tokens under (taken out again)
 
 
@@ -78,8 +81,8 @@ class Referee(Backend):
         asked = request.with_settings(max_tokens=request.settings.max_tokens or self.serving.default_max_tokens)
         if structured and wrapped:
             asked = replace(asked, schema=_wrapper(request.schema))
-        if structured and _takes_compact(self.inner):
-            completion = self.inner.generate(asked, compact=True)  # type: ignore[call-arg]  # a local model's option
+        if structured and _local(self.inner):  # decoded as vLLM's xgrammar does: compact, any spelling
+            completion = self.inner.generate(asked, compact=True, engine=ENGINE)  # type: ignore[call-arg]  # a local model's options
         else:
             completion = self.inner.generate(asked)
         if structured and wrapped:
@@ -112,7 +115,7 @@ def _wrapper(schema: Schema[Any]) -> Schema[Any]:
     return Schema.of(fmt["json_schema"]["schema"])
 
 
-def _takes_compact(backend: Backend) -> bool:
+def _local(backend: Backend) -> bool:
     from ..local._backend import TransformersBackend
 
     return isinstance(backend, TransformersBackend)
