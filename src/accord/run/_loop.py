@@ -47,7 +47,6 @@ from typing import Any
 
 from .._result import Ballot, Result
 from .._types import Feedback, Prompt, Request, Settings, Usage
-from .._vote import Vote
 from ..backends._base import Backend
 from ..observe._hooks import RetryEvent
 from ..prompt._examples import with_preamble
@@ -56,6 +55,7 @@ from ..read._extract import shape_of
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
 from ..vote._predict import Floors
+from ..vote._vote import Vote
 from . import _outcome as outcome
 from . import _reference as referred
 from ._absorb import Absorb
