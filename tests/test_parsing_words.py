@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
+import corpus
 from accord.read._numbers import number
 from accord.read._read import STRICT, Misreading, Reading, read
 from accord.read._words import Refusal, boolean, choice
@@ -46,11 +46,7 @@ class Labels(BaseModel):
 
 
 def _corpus() -> list[dict[str, Any]]:
-    sys.path[:0] = [str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")]
-    try:
-        import parsing
-    finally:
-        del sys.path[:2]
+    parsing = corpus.parsing()
     return [c | {"schema_obj": parsing.schema_of(c["schema"]), "key": parsing.key_of}
             for c in parsing.load() if c["id"].startswith("hand-") and int(c["id"][5:]) >= 206]
 
