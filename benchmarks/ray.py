@@ -199,11 +199,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rows (the suite's mode)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--rows", type=int, help="rows per arm (default 1600; --quick 192)")
+    parser.add_argument("--rows", type=int, help="rows per arm (default 1600; --quick 128)")
     parser.add_argument("--address", help="a Ray cluster's GCS address to join")
     parser.add_argument("--dsn", help="a PostgreSQL server's DSN for the kill (a new database there)")
     args = parser.parse_args()
-    rows = args.rows or (192 if args.quick else 1600)
+    rows = args.rows or (128 if args.quick else 1600)
     prompts = [f"Label row {n}." for n in range(rows)]
     print(f"accord on Ray Data ({'quick' if args.quick else 'full'}): python {platform.python_version()}, {os.cpu_count()} cores, "
           f"{rows} rows an arm, {CALL_SECONDS * 1000:.0f} ms a call, {CALLS_PER_ROW} calls a row, {CONCURRENCY} in flight per worker", flush=True)

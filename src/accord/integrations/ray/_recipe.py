@@ -57,7 +57,12 @@ class Recipe:
         self.options = dict(options)
 
     def __repr__(self) -> str:
-        where = f", ledger={shown(self.ledger)!r}" if self.ledger is not None else ""
+        where = ""
+        if self.ledger is not None:
+            try:
+                where = f", ledger={shown(self.ledger)!r}"
+            except Exception:  # noqa: BLE001 - a repr never raises; a DSN unread (no psycopg) is not shown
+                where = ", ledger='postgresql://...'"
         return f"Recipe({getattr(self.model, '__name__', type(self.model).__name__)}, {self.schema!r}{where})"
 
     def open_ledger(self) -> Ledger | None:
