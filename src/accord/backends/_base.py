@@ -21,6 +21,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
     default_max_tokens        the output budget when the run sets none (default 512)
     noise()                   how far numeric noise moves its logits, or None (default None)
+    reference                 the deployment of the same weights that decides a prompt whose
+                              first ballot was fragile (default None; ``models.openai(...,
+                              reference=...)``, docs/determinism.md)
     map_error(exc)            an exception from ``generate`` as an accord error (default below)
     describe()                facts recorded on every Result
     telemetry()               how its calls are named in traces: ``gen_ai.provider.name``,
@@ -109,6 +112,7 @@ class Backend:
     gives_margins: bool = False
     perturbable: bool = False
     default_max_tokens: int = DEFAULT_MAX_TOKENS
+    reference: Backend | None = None
     # What the command line reads (see the module docstring): optional, None when not known.
     dtype: str | None = None
     tokenizer: Any = None

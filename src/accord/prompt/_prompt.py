@@ -89,7 +89,7 @@ def skeleton(schema: dict[str, Any], at: tuple[Any, ...] = ()) -> str:
     purpose: a model that copies it back gives no value. At most about ``SKELETON_CHARS``
     characters (the rest of a large shape is ``...``), ``DEPTH`` levels deep.
     """
-    from ..read._normalize import resolve
+    from ..read._plan import resolve
 
     node: Any = schema
     for step in at:
@@ -110,7 +110,7 @@ class _Skeleton:
         self.left = SKELETON_CHARS
 
     def shape(self, node: Any, depth: int) -> str:
-        from ..read._normalize import resolve
+        from ..read._plan import resolve
 
         node = resolve(node, self.root)
         self.left -= 3

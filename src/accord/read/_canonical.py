@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from ._normalize import resolve
+from ._plan import resolve
 
 DEFAULT_FLOAT_DIGITS = 9
 UNORDERED = "x-accord-unordered"

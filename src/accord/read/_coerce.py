@@ -10,8 +10,10 @@ at which path, at what cost), and a candidate's score is the sum of its costs. T
 - a scalar (or one object) where the schema wants a list: a one-element list; a one-element list
   where it wants a scalar: the element;
 - numeric strings to numbers, ``yes``/``no``/``true``/``false`` strings to booleans, numbers to
-  strings for string fields;
-- enum members matched case- and whitespace-insensitively;
+  strings for string fields, null-like strings (``N/A``) to null where null is allowed; a number
+  or a yes/no written another way (``$1.50``, ``Yes.``) as ``_numbers`` and ``_words`` read it
+  at every depth (never a negated, hedged or ambiguous one);
+- enum members matched case- and whitespace-insensitively, or named as ``_words.choice`` reads them;
 - unions (``anyOf``/``oneOf``): every member tried in order, the one with the fewest misfits and
   the lowest cost kept, the first on a tie. A member that is itself a union is tried as its
   members (each distinct member once): nested unions cost their size, not its product.
@@ -28,14 +30,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._normalize import Plan, Plans, branches_of, fold, plan_in, plans, resolve, types_of
+from ._numbers import number
+from ._plan import Plan, Plans, branches_of, plan_in, plans, resolve, types_of
+from ._words import boolean, choice, fold, null_like
 
 Path = tuple[str | int, ...]
 
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
-_GROUPED = re.compile(r"\s*[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*")
 _INTEGER = re.compile(r"\s*[-+]?\d+\s*")
-_BOOLS = {"yes": True, "no": False, "true": True, "false": False}
 _DROPPED = str.maketrans("", "", "_-.")  # with whitespace, what a key is compared without (``key_fold``)
 MAX_DEPTH = 64
 
@@ -132,6 +134,11 @@ class _Coercer:
             if numbers and _NUMERIC.fullmatch(data) and _number(data) in numbers:
                 self.note(path, "numeric string as a number", 1)
                 return _number(data)
+            if not folded:
+                read = choice(data, members, nested=True)  # the reading of every depth (``_words``): never a negated member
+                if isinstance(read, tuple):
+                    self.note(path, read[1] or f"{data!r} as the member {read[0]!r}", 1)
+                    return read[0]
         if isinstance(data, list) and len(data) == 1:
             self.note(path, "one-element list as its element", 2, breaking=True)
             return self.member(data[0], members, path)
@@ -195,20 +202,24 @@ class _Coercer:
         if types & _kinds(data):
             return data
         if isinstance(data, str):
+            if types == {"null"} and null_like(data):  # a union's null member (a text member takes the text first)
+                self.note(path, f"{data!r} as null", 1)
+                return None
             if types & {"integer", "number"}:
                 if _NUMERIC.fullmatch(data):
                     value = _number(data)
                     if value is not None and ("number" in types or isinstance(value, int)):
                         self.note(path, "numeric string as a number", 1)
                         return value
-                if _GROUPED.fullmatch(data):
-                    value = _number(data.replace(",", ""))
-                    if value is not None:
-                        self.note(path, "number with thousands separators", 2, breaking=True)
-                        return value
-            if "boolean" in types and fold(data) in _BOOLS:
-                self.note(path, "yes/no string as a boolean", 1)
-                return _BOOLS[fold(data)]
+                read = number(data, "number" not in types, nested=True)  # the reading of every depth (``_numbers``)
+                if isinstance(read, tuple) and ("number" in types or isinstance(read[0], int)):
+                    self.note(path, read[1] or "numeric string as a number", 2, breaking=True)
+                    return read[0]
+            if "boolean" in types:
+                said = boolean(data)
+                if isinstance(said, tuple):
+                    self.note(path, "yes/no string as a boolean" if said[1] is None else said[1], 1)
+                    return said[0]
         elif isinstance(data, (int, float)) and not isinstance(data, bool) and "string" in types:
             self.note(path, "number as a string", 2, breaking=True)
             return str(data)

@@ -17,18 +17,15 @@ from typing import Any
 
 from .. import _check
 from ..schema._schema import Schema
-from ._normalize import fold, resolve, types_of
+from ._numbers import number
+from ._words import Refusal, boolean, choice, fold
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
-MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
 _MAX_DECODE_TRIES = 64
 WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_BOOL_WORDS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
-_WORD = re.compile(r"[A-Za-z]+")
 _DECODER = json.JSONDecoder()
 _OPEN = re.compile(r"[\[{]")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
@@ -92,10 +89,12 @@ def shape_of(schema: Schema[Any]) -> str:
     return "json"
 
 
-def extract(text: str, schema: Schema[Any], misses: set[int] | None = None) -> Any:
+def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, notes: list[dict[str, str]] | None = None) -> Any:
     """The data the text carries for this schema, or raise :class:`ExtractionFailure`.
 
-    ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`)."""
+    ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`);
+    ``notes``, what reading a bare choice, number or yes/no took (``{"path", "fix"}`` dicts): the
+    same words as at any depth (``_words``, ``_numbers``)."""
     if not isinstance(text, str):
         raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
     if len(text) > MAX_CHARS:
@@ -106,11 +105,13 @@ def extract(text: str, schema: Schema[Any], misses: set[int] | None = None) -> A
     if shape == "text":
         return _json_string(text.strip()) if schema.kind in {"scalar", "type", "json"} else text
     stripped = _unwrap(text)
+    said: list[dict[str, str]] = [] if notes is None else notes
     if shape == "choice":
-        return _choice(stripped, text, schema.choices or ())
+        return _choice(stripped, text, schema.choices or (), said)
     if shape == "number":
-        return _number(stripped)
-    return _bool(stripped)
+        root = schema.json_schema or {}
+        return _number(_unfenced(text), schema.source is int if schema.kind == "scalar" else root.get("type") == "integer", said)
+    return _bool(_unfenced(text), said)
 
 
 def extract_json(text: str, misses: set[int] | None = None) -> Any:
@@ -253,25 +254,31 @@ def _json_string(text: str) -> str:
     return text
 
 
-def _choice(stripped: str, text: str, choices: tuple[Any, ...]) -> Any:
+def _choice(stripped: str, text: str, choices: tuple[Any, ...], notes: list[dict[str, str]]) -> Any:
     folded = {_fold(c): c for c in choices}
     if _fold(stripped) in folded:
-        return folded[_fold(stripped)]
+        member = folded[_fold(stripped)]
+        if isinstance(member, str) and fold(text) != fold(member):
+            _note(notes, f"{text.strip()!r} as the member {member!r}")
+        return member
     if stripped[:1] in "{[":
         data = extract_json(stripped)
         if isinstance(data, dict) and len(data) == 1 and data not in choices:
             return next(iter(data.values()))  # {"answer": "positive"}: the member inside
         return data
-    # A choice named in prose: exactly one member mentioned as a whole word.
-    found = {c for c in choices if isinstance(c, str) and re.search(rf"(?<!\w){re.escape(c)}(?!\w)", text, re.I)}
-    if len(found) == 1:
-        return found.pop()
-    numbers = [c for c in choices if not isinstance(c, str)]
-    if numbers:
-        try:
-            return _number(stripped)
-        except ExtractionFailure:
-            pass
+    found = choice(_unfenced(text), choices)  # a choice named in prose, with no negation or hedge
+    if isinstance(found, Refusal):
+        raise ExtractionFailure(found.msg, found.kind)
+    if found is not None:
+        if found[1] is not None:
+            _note(notes, found[1])
+        return found[0]
+    if any(not isinstance(c, str) for c in choices):
+        read = number(_unfenced(text), all(isinstance(c, int) for c in choices if not isinstance(c, str)))
+        if isinstance(read, Refusal):
+            raise ExtractionFailure(read.msg, read.kind)
+        if read is not None:
+            return read[0]
     return stripped
 
 
@@ -279,135 +286,38 @@ def _fold(value: Any) -> Any:
     return fold(value) if isinstance(value, str) else value
 
 
-def _number(text: str) -> int | float:
-    match = _NUMBER.search(text)
-    if match is None:
+def _note(notes: list[dict[str, str]], fix: str) -> None:
+    notes.append({"path": "", "fix": fix})
+
+
+def _unfenced(text: str) -> str:
+    """The body of the text's first fence, or the text."""
+    match = _FENCE.search(text) if "```" in text else None
+    return match.group(2) if match else text
+
+
+def _number(text: str, integer: bool, notes: list[dict[str, str]]) -> int | float:
+    """The one number the whole answer says (``_numbers``), or raise :class:`ExtractionFailure` with why not."""
+    read = number(text, integer)
+    if read is None:
         raise ExtractionFailure("no number found in the output")
-    token = match.group(0).replace(",", "")
-    if len(token) > MAX_DIGITS:
-        raise ExtractionFailure(f"a number of {len(token):,} characters is too long to read (at most {MAX_DIGITS:,})")
-    value = float(token)
-    return int(token) if re.fullmatch(r"[-+]?\d+", token) else value
+    if isinstance(read, Refusal):
+        raise ExtractionFailure(read.msg, read.kind)
+    if read[1] is not None:
+        _note(notes, read[1])
+    return read[0]
 
 
-def _bool(text: str) -> bool | str:
+def _bool(text: str, notes: list[dict[str, str]] | None = None) -> bool | str:
+    """The yes/no the whole answer says (``_words``), or raise :class:`ExtractionFailure` with why not."""
     literal = text.lower().strip(" \t\n\r")  # JSON's true or false (what json.loads would read)
     if literal in ("true", "false"):
         return literal == "true"
-    for word in _WORD.findall(text)[:3]:
-        if word.lower() in _BOOL_WORDS:
-            return _BOOL_WORDS[word.lower()]
-    raise ExtractionFailure("no yes/no answer found in the output")
-
-
-# -- an echoed schema is not a value ----------------------------------------------------------------
-
-ECHO = "the answer repeats the schema instead of giving values"
-_KEYWORDS = {"type", "properties", "items", "required", "enum", "format", "pattern", "minimum", "maximum", "$ref", "anyOf",
-             "oneOf", "allOf", "additionalProperties", "definitions", "$defs", "$schema", "title", "default", "const"}
-_NODE_KEYS = {"title", "description", "required", "items", "enum", "format", "default", "minimum", "maximum"}
-_JSON_TYPES = {"object", "array", "string", "integer", "number", "boolean", "null", "json"}
-_TYPE_NAMES = {
-    "string": {"string", "str"},
-    "integer": {"int", "integer", "number"},
-    "number": {"float", "number", "double"},
-    "boolean": {"bool", "boolean"},
-    "date": {"date", "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")'},
-}
-
-
-def echoed(data: Any, schema: Schema[Any]) -> bool:
-    """Whether extracted data is the schema itself (or its rendered signature), not a value.
-
-    A JSON Schema echo: an object with schema keywords (``properties``, ``$defs``, ``$ref``, or a
-    JSON type name under ``type`` beside ``title``/``required``/...), where the schema wants an
-    object with named fields and none of them is such a keyword (a free-form object may hold a
-    schema). A signature echo: every string field that has a type holds that type's name
-    (``{"name": "string", "age": 0}``, ``{"date": "YYYY-MM-DD"}``); one such field among real
-    values is a value (``"type": "string"`` is a fine value for a field named type).
-    """
-    if len(schema.field_names & _KEYWORDS) >= 2:
-        return False  # the schema describes schema-like documents (a meta-schema): an echo is a value
-    root = schema.json_schema or {}
-    walker = _Echo(root)
-    return walker.walk(data, root, 0) or (walker.named > 0 and walker.named == walker.typed)
-
-
-class _Echo:
-    def __init__(self, root: dict[str, Any]) -> None:
-        self.root = root
-        self.typed = 0  # string leaves at a place with a type
-        self.named = 0  # ... that hold the name of that type
-        self.memo: dict[int, set[str]] = {}  # id(schema node) -> names (the nodes live in root)
-
-    def walk(self, data: Any, node: Any, depth: int) -> bool:
-        if depth > 32:
-            return False
-        node = resolve(node, self.root) if node is not None else {}
-        if isinstance(data, dict):
-            props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-            types = types_of(node)
-            if types and "object" not in types and not props:
-                return self.node_like(data)  # an object where a scalar belongs: is it the scalar's schema?
-            if not props:
-                return False  # a free-form object (or no schema here): anything may be in it, a schema too
-            if self.schema_like(data, props):
-                return True
-            extra = node.get("additionalProperties")
-            return any(
-                self.walk(value, props.get(key, extra if isinstance(extra, dict) else None), depth + 1)
-                for key, value in data.items()
-            )
-        if isinstance(data, list):
-            items = node.get("items") if isinstance(node.get("items"), dict) else None
-            return any(self.walk(value, items, depth + 1) for value in data[:64])
-        if isinstance(data, str) and node:
-            names = self.names(node)
-            if names:
-                self.typed += 1
-                self.named += fold(data) in names
-        return False
-
-    @staticmethod
-    def schema_like(data: dict[str, Any], props: dict[str, Any]) -> bool:
-        """An object that is a JSON Schema node: its keywords, with the values schemas give them."""
-        keys = set(data) - set(props)
-        for key in keys & {"properties", "$defs", "definitions"}:
-            if isinstance(data[key], dict) and data[key] and all(isinstance(v, dict) for v in data[key].values()):
-                return True
-        for key in keys & {"anyOf", "oneOf", "allOf"}:
-            if isinstance(data[key], list) and data[key] and all(isinstance(v, dict) for v in data[key]):
-                return True
-        if "$ref" in keys and isinstance(data["$ref"], str) and data["$ref"].startswith("#") and len(data) <= 3:
-            return True
-        if "type" not in keys or not _Echo.node_like(data):
-            return False
-        shaped = (isinstance(data.get("items"), dict), isinstance(data.get("enum"), list),
-                  isinstance(data.get("required"), list) and all(isinstance(r, str) for r in data["required"]))
-        return any(shaped)  # a type with the structure schemas give it, not only a title
-
-    @staticmethod
-    def node_like(data: dict[str, Any]) -> bool:
-        """``{"title": "Age", "type": "integer"}``: a JSON type name beside a schema keyword."""
-        kind = data.get("type")
-        return isinstance(kind, str) and kind in _JSON_TYPES and bool(set(data) & _NODE_KEYS)
-
-    def names(self, node: dict[str, Any], depth: int = 0) -> set[str]:
-        """The type names a string here would echo; a union's, each member once (memoized, and
-        bounded in depth: a union that contains itself, or a chain of unions, ends)."""
-        found = self.memo.get(id(node))
-        if found is None:
-            found = self.memo[id(node)] = self._names(node, depth) if depth <= 32 else set()
-        return found
-
-    def _names(self, node: dict[str, Any], depth: int) -> set[str]:
-        if "enum" in node or "const" in node:
-            return set()
-        for key in ("anyOf", "oneOf"):
-            if isinstance(node.get(key), list):
-                self.memo[id(node)] = set()  # reached again inside itself: nothing more
-                return set().union(*(self.names(resolve(b, self.root), depth + 1) for b in node[key]))
-        types = types_of(node)
-        if node.get("format") in ("date", "date-time"):
-            return _TYPE_NAMES["date"] | _TYPE_NAMES["string"]
-        return set().union(*(_TYPE_NAMES.get(t, set()) for t in types)) if types else set()
+    read = boolean(text)
+    if read is None:
+        raise ExtractionFailure("no yes/no answer found in the output")
+    if isinstance(read, Refusal):
+        raise ExtractionFailure(read.msg, read.kind)
+    if read[1] is not None and notes is not None:
+        _note(notes, read[1])
+    return read[0]

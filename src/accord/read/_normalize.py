@@ -27,6 +27,10 @@ from typing import Any
 
 from pydantic_core import core_schema
 
+from ._numbers import number
+from ._plan import Plan, branches_of, plan_in, plans, types_of
+from ._words import Refusal, boolean, choice, fold, null_like
+
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _BOOLS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
 _DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
@@ -63,167 +67,42 @@ def nfkc(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = ()) -> Any:
-    """Normalized copy of ``data`` under ``schema`` (a JSON Schema; ``None`` means no guidance)."""
+class Said:
+    """What one normalization did beyond case, space and NFC (``notes``: ``{"path", "fix"}`` dicts,
+    the reading's coercions) and what it refused to read (``refusals``: ``(path, Refusal)``)."""
+
+    __slots__ = ("notes", "refusals")
+
+    def __init__(self) -> None:
+        self.notes: list[dict[str, str]] = []
+        self.refusals: list[tuple[tuple[Any, ...], Refusal]] = []
+
+    def note(self, path: tuple[Any, ...], fix: str) -> None:
+        self.notes.append({"path": ".".join(map(str, path)), "fix": fix})
+
+
+def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = (), said: Said | None = None) -> Any:
+    """Normalized copy of ``data`` under ``schema`` (a JSON Schema; ``None`` means no guidance).
+
+    ``said``, when given, collects what was read beyond case and space, and what was refused."""
     root = _NO_SCHEMA if schema is None else schema
+    sink = Said() if said is None else said
     if text:
-        return _Walker(root, tuple(text)).walk(data, root, 0)
+        return _Walker(root, tuple(text)).walk(data, root, 0, (), sink)
     walker = _WALKERS.get(id(root))  # a walker keeps no state of its own walks: one per schema
     if walker is None or walker.root is not root:
         if len(_WALKERS) >= _MAX_ROOTS:
             del _WALKERS[next(iter(_WALKERS))]
         walker = _WALKERS[id(root)] = _Walker(root, ())
-    return walker.walk(data, root, 0)
+    return walker.walk(data, root, 0, (), sink)
 
 
 _NO_SCHEMA: dict[str, Any] = {}
+_MAX_ROOTS = 256  # walkers kept, one per schema (the oldest dropped first)
 # What every walk returns as it is, whatever the node (only strings are read as numbers, members,
 # booleans or dates, and only floats as integers): not walked at all.
 _KEPT = frozenset({int, bool, type(None)})
 _WALKERS: dict[int, _Walker] = {}  # id(root) -> its walker without text normalizers (each holds its root)
-
-
-def resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
-    """Follow local ``$ref``s (``#/...``) to the schema node they name; ``{}`` when unknown."""
-    if type(node) is dict and "$ref" not in node:
-        return node  # the common case, first: no reference to follow
-    for _ in range(32):  # bounded: a cycle of bare $refs ends here
-        if not isinstance(node, dict):
-            return {}
-        ref = node.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            return node
-        target: Any = root
-        for escaped in ref[2:].split("/") if len(ref) > 1 else ():
-            part = escaped.replace("~1", "/").replace("~0", "~")
-            target = target.get(part) if isinstance(target, dict) else None
-        node = target
-    return {}
-
-
-def types_of(node: dict[str, Any]) -> set[str]:
-    kind = node.get("type")
-    if isinstance(kind, str):
-        return {kind}
-    if isinstance(kind, list):
-        return {k for k in kind if isinstance(k, str)}
-    return set()
-
-
-# The JSON Schema types of each scalar Python type (a bool is no integer, an int is also a number).
-_SCALAR_KINDS: dict[type, frozenset[str]] = {
-    type(None): frozenset({"null"}), bool: frozenset({"boolean"}), int: frozenset({"integer", "number"}),
-    float: frozenset({"number"}), str: frozenset({"string"}),
-}
-
-
-class Plan:
-    """What a walker needs to know of one schema node, read once: the node resolved (``raw``),
-    its union branches (``anyOf``/``oneOf``, first non-empty), its single ``allOf`` member, its
-    members (``enum``, or ``[const]``), its types, and its children.
-
-    Built by :func:`plan` once per node of a schema, so the walkers (normalize, coerce) do not
-    inspect the schema's dicts again at every value they visit."""
-
-    __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "leaves", "members", "node", "prefix",
-                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
-                 "types")
-
-    def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
-        self.raw = raw
-        self.node = node  # the node as the schema holds it (a ``$ref`` unresolved): kept alive with its plan
-        self.empty = not raw
-        branches = None
-        for key in ("anyOf", "oneOf"):
-            found = raw.get(key)
-            if isinstance(found, list) and found:
-                branches = found
-                break
-        self.branches: list[Any] | None = branches
-        all_of = raw.get("allOf")
-        self.all_of: Any = all_of[0] if isinstance(all_of, list) and len(all_of) == 1 else None
-        self.members: list[Any] | None = (
-            raw["enum"] if isinstance(raw.get("enum"), list) else [raw["const"]] if "const" in raw else None
-        )
-        self.types = frozenset(types_of(raw))
-        # The types as coerce reads them: a node with properties or items is an object or an array.
-        self.shape_types = self.types or (
-            frozenset({"object"}) if "properties" in raw
-            else frozenset({"array"}) if "items" in raw or "prefixItems" in raw else frozenset()
-        )
-        self.props: dict[str, Any] = raw["properties"] if isinstance(raw.get("properties"), dict) else {}
-        extra = raw.get("additionalProperties")
-        self.extra: dict[str, Any] | None = extra if isinstance(extra, dict) else None
-        self.required: list[Any] = raw["required"] if isinstance(raw.get("required"), list) else []
-        self.prefix: list[Any] = raw["prefixItems"] if isinstance(raw.get("prefixItems"), list) else []
-        self.items: dict[str, Any] | None = raw["items"] if isinstance(raw.get("items"), dict) else None
-        fmt = raw.get("format")
-        self.fmt: str | None = fmt if fmt in ("date", "date-time") else None
-        self.free_text = "string" in self.types and not fmt and "pattern" not in raw  # the text normalizers apply
-        # The numeric or boolean reading of a node that takes no string (normalize).
-        self.scalar: str | None = None
-        if "string" not in self.types:
-            self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
-        # A string here is only trimmed and NFC'd (no union, member, number, boolean or date to read it
-        # as; the text normalizers aside, see ``free_text``): normalize does it without a walk.
-        self.text_only = not raw or (
-            branches is None and self.all_of is None and self.members is None and self.scalar is None and self.fmt is None
-        )
-        # The Python types of a scalar coerce leaves as it is here (the walk would only return it).
-        self.as_is: frozenset[type] = frozenset(
-            kind for kind, kinds in _SCALAR_KINDS.items()
-            if branches is None and self.all_of is None and self.members is None and self.shape_types and kinds & self.shape_types
-            and (kind is not type(None) or "null" in self.shape_types)
-        ) if raw else frozenset(_SCALAR_KINDS)
-        self.resolved_branches: list[dict[str, Any]] | None = None
-        self.leaves: list[tuple[Any, dict[str, Any]]] | None = None  # the union flattened (coerce)
-        self.folded_keys: dict[str, list[str]] | None = None
-        self.takes_null: bool | None = None
-
-
-EMPTY_PLAN = Plan({})
-Plans = dict[int, Plan]  # one schema's plans by the identity of their node (each plan holds its node)
-_TABLES: dict[int, tuple[dict[str, Any], Plans]] = {}  # id(root) -> (root, its plans)
-_MAX_ROOTS = 256
-
-
-def plans(root: dict[str, Any]) -> Plans:
-    """The plans of the nodes of one schema, filled by :func:`plan_in` as nodes are met.
-
-    Keyed by identity: each entry holds its root, and each plan its node, so no id is reused
-    while it lives; bounded (``_MAX_ROOTS`` schemas, the oldest dropped first; a schema's nodes
-    are finite)."""
-    table = _TABLES.get(id(root))
-    if table is not None and table[0] is root:
-        return table[1]
-    if len(_TABLES) >= _MAX_ROOTS:
-        del _TABLES[next(iter(_TABLES))]
-    _TABLES[id(root)] = (root, {})
-    return _TABLES[id(root)][1]
-
-
-def plan_in(table: Plans, node: Any, root: dict[str, Any]) -> Plan:
-    """The :class:`Plan` of a node of ``root`` (its ``$ref`` followed), built once per node.
-    Walkers look in ``table`` first (``table.get(id(node)) or plan_in(...)``)."""
-    if not node:
-        return EMPTY_PLAN
-    found = table.get(id(node))
-    if found is None:
-        resolved = resolve(node, root)
-        found = table[id(node)] = Plan(resolved, node) if resolved else Plan({}, node)
-    return found
-
-
-def plan(node: Any, root: dict[str, Any]) -> Plan:
-    """The :class:`Plan` of a node of ``root``."""
-    return plan_in(plans(root), node, root)
-
-
-def branches_of(found: Plan, root: dict[str, Any]) -> list[dict[str, Any]]:
-    """The union's branches resolved (once per plan)."""
-    if found.resolved_branches is None:
-        found.resolved_branches = [resolve(b, root) for b in found.branches or ()]
-    return found.resolved_branches
 
 
 class _Walker:
@@ -232,16 +111,16 @@ class _Walker:
         self.text = text
         self.table = plans(root)
 
-    def walk(self, data: Any, node: Any, depth: int) -> Any:
+    def walk(self, data: Any, node: Any, depth: int, path: tuple[Any, ...], said: Said) -> Any:
         found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
         if found.empty or depth > 64:
             return _plain(data)
         if found.branches is not None:
-            return self.branch(data, branches_of(found, self.root), depth)
+            return self.branch(data, found, depth, path, said)
         if found.all_of is not None:
-            return self.walk(data, found.all_of, depth + 1)
+            return self.walk(data, found.all_of, depth + 1, path, said)
         if found.members is not None:
-            return _member(_plain(data), found.members)
+            return _member(_plain(data), found.members, path, said)
         if isinstance(data, dict):
             props, extra = found.props, found.extra
             walked: dict[str, Any] = {}
@@ -253,18 +132,20 @@ class _Walker:
                 if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
                     walked[key] = _text(value)
                     continue
-                walked[key] = self.walk(value, child, depth + 1)
+                walked[key] = self.walk(value, child, depth + 1, (*path, key), said)
             return walked
         if isinstance(data, list):
             prefix, items = found.prefix, found.items
             if not prefix:
                 if items is None or not self.text_only(items):
-                    return [self.walk(v, items, depth + 1) for v in data]
-                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1) for v in data]
-            return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1) for i, v in enumerate(data)]
+                    return [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+            return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
         scalar = found.scalar
         if scalar is not None:
-            return _integer(data) if scalar == "integer" else _number(data) if scalar == "number" else _boolean(data)
+            if scalar == "boolean":
+                return _boolean(data, path, said)
+            return _numeric(data, scalar == "integer", path, said)
         if isinstance(data, str):
             if found.fmt is not None:
                 return _iso(_text(data), found.fmt)
@@ -280,14 +161,34 @@ class _Walker:
         found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
         return found.text_only and not (self.text and found.free_text)
 
-    def branch(self, data: Any, branches: list[dict[str, Any]], depth: int) -> Any:
-        """Normalize under the one branch whose type fits the data; if none or several, leave it."""
+    def branch(self, data: Any, found: Plan, depth: int, path: tuple[Any, ...], said: Said) -> Any:
+        """Normalize under the one branch whose type fits the data; if none or several, leave it.
+
+        A null-like string (``""``, ``N/A``, ``null``) where a branch is null and none takes free
+        text is null, recorded (under ``Optional[str]`` the text is a value: kept); a
+        string no branch takes as text is read under the one scalar branch there is (a number,
+        a yes/no, a choice), as it would be were that branch the whole node."""
         if data is None:
+            return None
+        branches = branches_of(found, self.root)
+        if isinstance(data, str) and null_like(data) and _nullable_not_text(branches):
+            said.note(path, f"{data!r} as null")
             return None
         fits = [b for b in branches if _fits(data, b)]
         if len(fits) == 1:
-            return self.walk(data, fits[0], depth + 1)
+            return self.walk(data, fits[0], depth + 1, path, said)
+        if not fits and isinstance(data, str):
+            readers = [b for b in branches if (b.get("enum") is not None or types_of(b) & {"integer", "number", "boolean"})]
+            if len(readers) == 1:
+                return self.walk(data, readers[0], depth + 1, path, said)
         return _plain(data)
+
+
+def _nullable_not_text(branches: list[dict[str, Any]]) -> bool:
+    """Whether a union takes null and no free text (so a null-like string there can only mean null)."""
+    return any("null" in types_of(b) for b in branches) and not any(
+        "string" in types_of(b) and not ({"enum", "const", "format", "pattern"} & b.keys()) for b in branches
+    )
 
 
 def _fits(data: Any, node: dict[str, Any]) -> bool:
@@ -321,13 +222,9 @@ def _text(value: str) -> str:
 
 
 
-def fold(value: str) -> str:
-    """Text compared case- and whitespace-insensitively (NFC first)."""
-    return " ".join(unicodedata.normalize("NFC", value).split()).casefold()
-
-
-def _member(data: Any, members: list[Any]) -> Any:
-    """The enum member the data names, matched exactly, then case- and whitespace-insensitively."""
+def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
+    """The enum member the data names: matched exactly, then case- and whitespace-insensitively,
+    then as ``_words.choice`` reads it (recorded in ``said``; a negated or hedged one refused)."""
     if any(data == m and type(data) is type(m) for m in members):
         return data
     if isinstance(data, str):
@@ -339,6 +236,14 @@ def _member(data: Any, members: list[Any]) -> Any:
             value = _number(data)
             if value in numeric:
                 return value
+        if said is not None and not folded:
+            read = choice(data, members, nested=True)
+            if isinstance(read, Refusal):
+                said.refusals.append((path, read))
+            elif read is not None:
+                if read[1] is not None:
+                    said.note(path, read[1])
+                return read[0]
     return data
 
 
@@ -357,10 +262,38 @@ def _integer(data: Any) -> Any:
     return data
 
 
-def _boolean(data: Any) -> Any:
-    if isinstance(data, str):
-        return _BOOLS.get(fold(data), data)
-    return data
+def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any:
+    """A number, or a string that says one number (``_numbers``: recorded; a form with two
+    readings refused)."""
+    out = _integer(data) if integer else _number(data)
+    if type(out) is not str:
+        return out
+    read = number(out, integer, nested=True)
+    if isinstance(read, Refusal):
+        said.refusals.append((path, read))
+        return out
+    if read is None:
+        return out
+    if read[1] is not None:
+        said.note(path, read[1])
+    return _integer(read[0]) if integer else read[0]
+
+
+def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
+    if not isinstance(data, str):
+        return data
+    exact = _BOOLS.get(fold(data))
+    if exact is not None or said is None:
+        return data if exact is None else exact
+    read = boolean(data)
+    if isinstance(read, Refusal):
+        said.refusals.append((path, read))
+        return data
+    if read is None:
+        return data
+    if read[1] is not None:
+        said.note(path, read[1])
+    return read[0]
 
 
 def _iso(text: str, fmt: str) -> str:

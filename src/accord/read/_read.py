@@ -18,18 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema._schema import Schema
+from ._bare import IMPLIED, implied
 from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
-from ._extract import ECHO, MAX_DIGITS, NOTHING, Extract, ExtractionFailure, _bool, _unwrap, echoed, extract, first_json, shape_of
+from ._echo import ECHO, echoed
+from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, shape_of
 from ._jsonish import Fix
-from ._normalize import normalize, resolve, types_of
+from ._normalize import Said, normalize
+from ._plan import types_of
 from ._validate import ValidationFailure, validate
 
 log = logging.getLogger("accord")
 
-IMPLIED = "the bare answer as the only field"
 STRICT = Extract(strict=True)
 LENIENT = Extract()
 _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
@@ -41,10 +43,6 @@ _ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "
 _TYPE_NAMES = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
                          "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
 _NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
-_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
-_EQUATION = re.compile(r"[-+*/x×÷().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)\s*\.?")
-_STATED = re.compile(r"(?:the )?(?:answer|result)(?: is)?\s*:?\s*\**([-+]?\d+(?:\.\d+)?)\**\s*\.?", re.I)
-_LEADING_BOOL = re.compile(r"(yes|no|true|false)(?:[.!,]|\Z)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,11 +200,12 @@ def _fits_root(data: Any, types: frozenset[str]) -> bool:
 
 def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading:
     """The value as written (``_extract``), with no repair."""
+    notes: list[dict[str, str]] = []
     try:
-        raw = extract(text, schema)
+        raw = extract(text, schema, notes=notes)
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
-    reading = _settle(raw, schema, normalizers, float_digits)
+    reading = _settle(raw, schema, normalizers, float_digits, tuple(notes))
     if isinstance(reading, Reading) and _may_echo(raw) and echoed(raw, schema):
         return _echo()
     return reading
@@ -216,17 +215,26 @@ def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str]
             coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
     """normalize -> validate -> canonicalize of extracted data."""
     checked = _check(data, schema, normalizers)
-    return checked if isinstance(checked, Misreading) else _finish(checked, schema, float_digits, coercions)
+    if isinstance(checked, Misreading):
+        return checked
+    return _finish(checked[0], schema, float_digits, coercions + checked[1])
 
 
-def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> Any:
-    """normalize -> validate: the validated value, or a Misreading."""
-    normalized = normalize(data, schema.json_schema, normalizers)
+def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> tuple[Any, tuple[dict[str, str], ...]] | Misreading:
+    """normalize -> validate: ``(value, what normalizing took)``, or a Misreading (where a text
+    was refused, as a negation or a number of two readings, its reason in place of the validator's)."""
+    said = Said()
+    normalized = normalize(data, schema.json_schema, normalizers, said)
     try:
-        value, _ = validate(normalized, data, schema)
+        value, used = validate(normalized, data, schema)
     except ValidationFailure as failure:
-        return Misreading("validate", failure)
-    return value
+        if not said.refusals:
+            return Misreading("validate", failure)
+        refused = {tuple(path) for path, _ in said.refusals}
+        errors = [refusal.error(tuple(path)) for path, refusal in said.refusals]
+        errors += [e for e in failure.errors if not any(tuple(e.get("loc", ()))[: len(p)] == p for p in refused)]
+        return Misreading("validate", tuple(errors))
+    return value, tuple(said.notes) if used is normalized else ()
 
 
 def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...],
@@ -263,9 +271,9 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
             # (the strict reading already found this very value invalid: not validated twice)
             same = tried is not None and isinstance(tried[1], Misreading) and (candidate.data is tried[0] or candidate.data == tried[0])
-            checked = tried[1] if same and tried is not None else _check(candidate.data, schema, normalizers)
+            checked = tried[1] if same and tried is not None and isinstance(tried[1], Misreading) else _check(candidate.data, schema, normalizers)
             if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
-                return _finish(checked, schema, float_digits, ())
+                return _finish(checked[0], schema, float_digits, checked[1])
         fixed = 0
         for f in candidate.fixes:
             fixed += _FIX_COSTS.get(f.kind, 1)
@@ -362,9 +370,9 @@ def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
     yield from iter_candidates(text, misses, enough, known)
     if enough is not None and enough("implied"):
         return
-    implied = _implied(text, schema)
-    if implied is not None:
-        yield implied
+    bare = implied(text, schema)
+    if bare is not None:
+        yield bare
 
 
 def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
@@ -375,7 +383,7 @@ def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, 
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
-    return cost, checked, _said(candidate.fixes, coercions), candidate.open_end
+    return cost, checked[0], _said(candidate.fixes, coercions) + checked[1], candidate.open_end
 
 
 def _said(fixes: tuple[Fix, ...], coercions: list[Coercion]) -> tuple[dict[str, str], ...]:
@@ -388,45 +396,3 @@ def _said(fixes: tuple[Fix, ...], coercions: list[Coercion]) -> tuple[dict[str, 
             seen.add(mark)
             out.append({"path": mark[0], "fix": kind})
     return tuple(out)
-
-
-def _implied(text: str, schema: Schema[Any]) -> Candidate | None:
-    """A bare answer to an object of one field (``Yes.`` for ``{answer: bool}``), as that object.
-
-    Only when the text is nothing but the answer (a number, an equation's result, "the answer is
-    N", a yes/no word opening the text, an enum member, a date), or its first line is "the answer
-    is N", so prose never turns into a value.
-    """
-    root = schema.json_schema or {}
-    props: dict[str, Any] = root["properties"] if isinstance(root.get("properties"), dict) else {}
-    if len(props) != 1:
-        return None
-    name, node = next(iter(props.items()))
-    node = resolve(node, root)
-    types = types_of(node)
-    bare = _unwrap(text).strip("*_").strip().rstrip(".!").strip()  # markdown emphasis too: **24**
-    value: Any = None
-    open_end = True  # the answer is the end of the text, so a cut would not show
-    if types & {"integer", "number"}:
-        first_line = text.strip().split("\n", 1)[0].strip()
-        for pattern, where in ((_BARE_NUMBER, bare), (_EQUATION, bare), (_STATED, bare), (_STATED, first_line)):
-            match = pattern.fullmatch(where)
-            if match:
-                token = match.group(match.lastindex or 0)
-                if len(token) > MAX_DIGITS:
-                    return None  # int() refuses it: no answer
-                value = float(token) if "." in token else int(token)
-                open_end = where is bare
-                break
-    elif "boolean" in types:
-        match = _LEADING_BOOL.match(bare)
-        if match:
-            value = _bool(match.group(1))
-            open_end = match.end() >= len(bare)
-    elif (isinstance(node.get("enum"), list) or node.get("format") in ("date", "date-time")) and (
-        bare and "\n" not in bare and len(bare) <= 64
-    ):
-        value = bare
-    if value is None:
-        return None
-    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end)

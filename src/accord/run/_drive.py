@@ -23,6 +23,7 @@ Flow = Generator[Step, Sequence[Outcome | Queued], Result[Any]]
 
 
 def _call(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
+    backend = call.backend or backend
     start = time.perf_counter()
     try:
         if watch is None:
@@ -34,6 +35,7 @@ def _call(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
 
 
 async def _acall(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
+    backend = call.backend or backend
     start = time.perf_counter()
     try:
         if watch is None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..read._canonical import canonical_key, is_set_like
-from ..read._normalize import resolve
+from ..read._plan import resolve
 from ._vote import Tally, Vote
 
 Path = tuple[Any, ...]
