@@ -174,9 +174,9 @@ def test_the_real_vllm_behind_ray(ray_cluster, vllm_server):
     import ray.data
 
     model = functools.partial(vllm, vllm_server.url, vllm_server.model)
-    questions = ["Is Paris the capital of France?", "Is water wet?", "Is the sun cold?", "Is two more than one?"]
+    questions = ["Is Paris the capital of France?", "Is the sun cold?"]  # two rows: a 135M model on a shared CPU
     ds = ray.data.from_items([{"prompt": f"Answer yes or no. {q}"} for q in questions])
     out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1)), actors=1, num_cpus=0.5).take_all())
     got = out.to_pylist()
-    assert len(got) == 4 and all(r["error_type"] is None for r in got), got
+    assert len(got) == 2 and all(r["error_type"] is None for r in got), got
     assert all(json.loads(r["value"]) in ("yes", "no") and r["calls"] >= 1 and r["prompt_tokens"] > 0 for r in got)
