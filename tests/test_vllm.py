@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 import accord
 from accord import Ledger, Request, Retry, Schema, Settings, Stabilizer, Vote, models
 from accord.backends.openai import _calibrate as calibration
+from accord.backends.openai import _referee as referee
 from accord.backends.openai._caps import Capabilities
 from accord.cli import app
 
@@ -36,6 +37,8 @@ class YesNo(BaseModel):
 
 
 CLEAR = "Answer yes or no. Is Paris the capital of France?"
+Sentiment = Literal["positive", "negative", "neutral"]
+MIXED = "Classify the sentiment of this review as positive, negative or neutral.\nReview: The pasta was cold and the waiter ignored us."
 
 
 def backend(server, **options):
@@ -154,3 +157,28 @@ def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["conditions"] == ["alone", "among 4 (1)", "among 4 (2)"]
     assert report["stabilized"]["TARa"] == 1.0
+
+
+def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teaches_the_floor(vllm_server, local_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(referee, "LEARN", 2)  # two first ballots learn the floor (8 by default)
+    assert backend(vllm_server).describe()["gate"].startswith("stood aside: no noise floor")  # no reference, no floor: today's vote
+    model = backend(vllm_server, reference=local_model, dtype="bfloat16", max_tokens=24)
+    assert model.describe()["gate"].startswith("on: every first ballot goes to the reference while the floor is learned")
+    stab = Stabilizer(model, schema=Sentiment)
+    first = stab.run(MIXED)  # learning: the reference decides
+    assert first.stopped_because == "reference" and [b.meta["deployment"] for b in first.ballots] == ["serving", "reference"]
+    assert first.fragile is False and first.meta["reference"]["calls"] == 1 and first.ballots[1].meta["dtype"] == "float32"
+    alone = model.reference.generate(Request(MIXED, MIXED, Schema.of(Sentiment), Settings(max_tokens=24)))
+    assert first.value == alone.text and alone.meta["wrapped"] == "answer"  # the reference's own greedy answer, in the server's format
+    stab.run("Classify the sentiment of this review as positive, negative or neutral.\nReview: Lovely food.")
+    (entry,) = json.loads((tmp_path / "http_noise_floors.json").read_text())["servers"][vllm_server.url][vllm_server.model].values()
+    assert entry["source"] == "learned" and entry["samples"] == 2 and entry["steps"] > 0 and entry["floor"] > 0  # bf16 is not f32
+    assert model.describe()["noise_floor_from"] == "learned" and model.noise().floor == entry["floor"]
+
+    async def loaded():
+        async with model.traffic(6):
+            return await stab.arun(MIXED)
+
+    under_load = asyncio.run(loaded())
+    assert under_load.value == first.value, (under_load.ballots, first.ballots)  # the reference's answer, whatever the load

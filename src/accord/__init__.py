@@ -21,6 +21,7 @@ from ._result import Ballot, Result
 from ._retry import Budget, Retry
 from ._stabilizer import Stabilizer
 from ._types import Completion, Feedback, Request, Settings, Usage
+from ._version import __version__ as __version__
 from .ledger import Ledger
 from .observe._hooks import Hooks, RetryEvent
 from .observe._prices import Prices
@@ -43,8 +44,6 @@ from .vote._vote import (
     stop_when_unanimous,
     stop_when_unbeatable,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AccordError",

@@ -78,6 +78,14 @@ class Result(Generic[T]):
     backend, device, dtype, engine, model fingerprint, generation settings and the perturbations
     the ballots ran under.
 
+    ``fragile``: True when the answer rests on numerics noise could flip: every ballot that voted
+    for it had a decoding step below the noise floor, and neither the margin gate, predicted
+    ballots nor a reference deployment decided it (``meta["fragile"]``: the steps, the floor and
+    the competing answer where known); False when one of those decided it or a ballot for it
+    cleared the floor; None when the gate stood aside (no margins or no floor:
+    ``meta["gate"]`` says why). A fragile answer can be unanimous and stable: its ballots agree
+    within one condition, and another condition (the server's load, its dtype) may not.
+
     ``usage`` and :attr:`calls` are what this run spent: nothing for an answer the ledger
     replayed (``replayed=True``), whose decision's are ``original_usage`` and
     :attr:`original_calls`.
@@ -102,6 +110,7 @@ class Result(Generic[T]):
     environment: dict[str, Any] = field(default_factory=dict)
     data: Any = None
     original_usage: Usage | None = None
+    fragile: bool | None = None
 
     @property
     def calls(self) -> int:
@@ -157,6 +166,7 @@ class Result(Generic[T]):
             "field_agreement": self.field_agreement,
             "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
+            "fragile": self.fragile,
             "replayed": self.replayed,
             "coercions": [dict(c) for c in self.coercions],
             "meta": _jsonable(self.meta),
@@ -170,7 +180,7 @@ class Result(Generic[T]):
     def __repr__(self) -> str:
         return (
             f"Result(value={self.value!r}, stable={self.stable}, agreement={self.agreement:.2f}, "
-            f"calls={self.calls}, stopped_because={self.stopped_because!r})"
+            f"calls={self.calls}, stopped_because={self.stopped_because!r}{', fragile=True' if self.fragile else ''})"
         )
 
 

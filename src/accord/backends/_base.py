@@ -21,6 +21,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
     default_max_tokens        the output budget when the run sets none (default 512)
     noise()                   how far numeric noise moves its logits, or None (default None)
+    reference                 the deployment of the same weights that decides a prompt whose
+                              first ballot was fragile (default None; ``models.openai(...,
+                              reference=...)``, docs/determinism.md)
     map_error(exc)            an exception from ``generate`` as an accord error (default below)
     describe()                facts recorded on every Result
     telemetry()               how its calls are named in traces: ``gen_ai.provider.name``,
@@ -29,6 +32,17 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
 
 An object with ``generate`` that is not a Backend is wrapped by :func:`as_backend`, which reads
 these names from it once, at the boundary.
+
+The command line (``accord audit``, ``accord demo``) reads a few facts more, optional, each None
+where the backend does not know it; it too never ``getattr``s a backend:
+
+    dtype                     the deployment's compute dtype ("float32", "bfloat16", ...): the
+                              audit measures noise floors per dtype (default None)
+    tokenizer                 the local model's tokenizer (``encode(text, add_special_tokens=False)``):
+                              the audit counts raw outputs' divergence in its tokens, else in
+                              characters (default None: an HTTP backend)
+    conversion_seconds        the one-time GGUF conversion this load did, in seconds, which the
+                              demo reports apart from its time (default None: none was done)
 """
 
 from __future__ import annotations
@@ -39,8 +53,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, ConfigError
+from .._threads import spawn
 from .._types import Completion, Request
-from ..run._threads import spawn
 
 if TYPE_CHECKING:
     from ..schema._schema import Schema
@@ -98,6 +112,11 @@ class Backend:
     gives_margins: bool = False
     perturbable: bool = False
     default_max_tokens: int = DEFAULT_MAX_TOKENS
+    reference: Backend | None = None
+    # What the command line reads (see the module docstring): optional, None when not known.
+    dtype: str | None = None
+    tokenizer: Any = None
+    conversion_seconds: float | None = None
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError

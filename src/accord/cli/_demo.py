@@ -91,7 +91,7 @@ def demo(console: Console | None = None, model: Any = None) -> None:
     except ModelNotInstalled as exc:
         console.print(f"[red]{exc.message}[/]")
         raise SystemExit(1) from None
-    converted = getattr(model, "conversion_seconds", None)
+    converted = model.conversion_seconds
     if converted:
         console.print(f"converted the GGUF to safetensors once, in {converted:.1f} s (excluded from the time below)")
     console.print(f"loaded {model.model_id} ({model.dtype}, {model.device}) from {model.path}")

@@ -35,6 +35,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._version import __version__
+
 if TYPE_CHECKING:
     from .._result import Ballot, Result
     from .._types import Request
@@ -88,8 +90,6 @@ def tracer(telemetry: Telemetry | None) -> Any:
     cached = _tracers.get(id(provider))
     if cached is not None and cached[0] is provider:
         return cached[1]
-    from .. import __version__
-
     with _lock:
         made = provider.get_tracer("accord", __version__)
         _tracers[id(provider)] = (provider, made)

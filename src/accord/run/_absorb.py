@@ -55,6 +55,7 @@ class Absorb:
     usage: Usage
     asked: str | None
     read_until: float | None
+    deployment: str | None  # "serving" or "reference" when the backend has a reference
 
     if TYPE_CHECKING:  # the loop's own, where the run asks again and records a ballot
 
@@ -97,6 +98,10 @@ class Absorb:
         self.box.heard(slot.seat, margins.min_margin)
         perturbation = call.request.perturbation
         meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
+        if margins.steps:
+            meta["fragile_at"] = list(margins.steps)  # the steps below the floor (the first few)
+        if self.deployment is not None:
+            meta["deployment"] = self.deployment
         loop = False
         error: dict[str, Any] | None = None
         if isinstance(reading, Misreading):
@@ -149,7 +154,8 @@ class Absorb:
         retryable = isinstance(error, BackendError) and error.retryable
         cause = error.__cause__ if error.__cause__ is not None else error
         info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "cause": type(cause).__name__, "retryable": retryable}
-        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds)
+        meta = {"deployment": self.deployment} if self.deployment is not None else {}
+        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds, meta=meta)
         self.record(ballot)
         slot.faults += 1
         if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):

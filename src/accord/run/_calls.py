@@ -6,18 +6,24 @@ for a shared concurrency limit (:class:`Queued`); and one ballot slot's calls (:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._types import Completion, Request
 from ._box import Seat
 
+if TYPE_CHECKING:
+    from ..backends._base import Backend
+
 
 @dataclass(frozen=True)
 class Call:
-    """One model call to start: ``id`` orders outcomes, ``slot`` is the ballot it is for."""
+    """One model call to start: ``id`` orders outcomes, ``slot`` is the ballot it is for;
+    ``backend``: the deployment to call when not the run's own (a reference deciding)."""
 
     id: int
     slot: int
     request: Request
+    backend: Backend | None = None
 
 
 @dataclass(frozen=True)

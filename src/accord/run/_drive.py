@@ -14,15 +14,16 @@ from concurrent import futures
 from typing import Any
 
 from .._result import Result
+from .._threads import spawn
 from ..backends._base import Backend
-from ._loop import Call, Outcome, Queued, Step
-from ._threads import spawn
+from ._calls import Call, Outcome, Queued, Step
 from ._watch import Watch
 
 Flow = Generator[Step, Sequence[Outcome | Queued], Result[Any]]
 
 
 def _call(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
+    backend = call.backend or backend
     start = time.perf_counter()
     try:
         if watch is None:
@@ -34,6 +35,7 @@ def _call(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
 
 
 async def _acall(backend: Backend, call: Call, watch: Watch | None = None) -> Outcome:
+    backend = call.backend or backend
     start = time.perf_counter()
     try:
         if watch is None:

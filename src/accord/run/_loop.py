@@ -55,7 +55,9 @@ from ..read._extract import shape_of
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
 from ..vote._predict import Floors
+from ..vote._vote import Vote
 from . import _outcome as outcome
+from . import _reference as referred
 from ._absorb import Absorb
 from ._box import BUDGET, Box, Verdict
 from ._calls import Call, Outcome, Queued, Slot, Step
@@ -85,9 +87,14 @@ def decide(
 
 class _Run(Absorb):
     def __init__(
-        self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float], *, watch: Watch | None = None
+        self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float], *,
+        watch: Watch | None = None, deployment: str | None = None,
     ):
         self.schema, self.backend, self.policy, self.clock, self.watch = schema, backend, policy, clock, watch
+        self.asked_prompt = prompt
+        # Which deployment runs the ballots: recorded on each when the backend has a reference.
+        self.deployment = deployment or ("serving" if backend.reference is not None else None)
+        self.target = backend if self.deployment == "reference" else None  # the calls' backend, when not the driver's
         self.prompt = with_preamble(prompt, policy.system, policy.examples)  # as asked: system and examples first
         # Prices look calls up by the model asked for (read once), then by the one that answered.
         asked = backend.telemetry().get("gen_ai.request.model") if policy.prices is not None else None
@@ -144,6 +151,8 @@ class _Run(Absorb):
             verdict = self.box.verdict() or self.over_budget(now)
             if verdict is not None:
                 return self.end(verdict)
+            if self.referring():
+                return (yield from self.refer())
             self.schedule()
 
     def take_ready(self, now: float) -> list[Call]:
@@ -217,6 +226,30 @@ class _Run(Absorb):
             hint=self.schema._hint.note() if self.hint else None,
         )
 
+    # -- a reference deciding (._reference) -----------------------------------------------------
+
+    def referring(self) -> bool:
+        """Slot 0 ran alone on a deployment with a reference, and the gate did not certify it
+        (a step below the floor, or no valid output): the reference decides."""
+        if not (self.gating and self.deployment == "serving" and len(self.slots) == 1):
+            return False
+        if not referred.has_room(self.policy.budget, self.started):
+            return False  # no call left for the reference: the run goes on (and ends) as without one
+        seat = self.slots[0].seat
+        return seat.finished and seat.fault is None and self.box.gate_key is None
+
+    def refer(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any]]:
+        """The reference decides: one greedy ballot (retried like any) on the reference backend,
+        under what is left of the budget; its Result, with this deployment's ballots before it."""
+        reference = self.backend.reference
+        assert reference is not None
+        now = self.clock()
+        policy = replace(self.policy, vote=Vote(k=1), perturb=None, budget=referred.budget_left(self.policy.budget, self.spent(now),
+                                                                                               self.started, self.usage))
+        run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference")
+        decided = yield from run.loop()
+        return referred.merged(decided, self.ballots, self.usage, self.backend, reference, seconds=self.clock() - self.t0)
+
     # -- scheduling --------------------------------------------------------------------------
 
     def schedule(self) -> None:
@@ -257,7 +290,7 @@ class _Run(Absorb):
         left = None if budget is None else max(0.0, budget - self.spent(self.clock()) - delay)
         slot.request = replace(request, ballot=slot.index, attempt=slot.calls, deadline=left)
         self.next_id += 1
-        call = Call(self.next_id, slot.index, slot.request)
+        call = Call(self.next_id, slot.index, slot.request, self.target)
         if delay > 0:
             self.delayed.append((self.clock() + delay, call))
         else:

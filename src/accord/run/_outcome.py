@@ -29,7 +29,7 @@ from ..determinism import environment as versions
 from ._box import BUDGET, Box, Verdict
 
 if TYPE_CHECKING:
-    from ._loop import Call
+    from ._calls import Call
 
 
 def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:
@@ -79,6 +79,8 @@ def result(
     found = chosen is not None or fields.get("fieldwise") == "assembled"
     failure = None if verdict.accepted or (plurality and found) else error(box, reason, votes, ballots)
     engine = {"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}
+    fragile, fragility = judged(reason, winner if found else None, ballots, votes)
+    gate = gate_status(backend, box, reason, fragile)
     outcome: Result[Any] = Result(
         value=value,
         data=data,
@@ -97,8 +99,11 @@ def result(
         min_margin=chosen.min_margin if chosen else None,
         fragile_steps=chosen.fragile_steps if chosen else None,
         environment=environment(backend, settings, ballots, chosen),
+        fragile=fragile,
         meta={
             **engine,
+            **({"gate": gate} if gate else {}),
+            **({"fragile": fragility} if fragility else {}),
             "seconds": round(seconds, 6),
             "k": box.k,
             "quorum": box.quorum,
@@ -110,6 +115,39 @@ def result(
     if failure is not None:
         failure.result = outcome
     return outcome
+
+
+def judged(reason: str, winner: str | None, ballots: Sequence[Ballot], votes: dict[str, int]) -> tuple[bool | None, dict[str, Any] | None]:
+    """Whether the answer rests on numerics noise could flip (``Result.fragile``), and, when it
+    does, what is known: the first deciding ballot's fragile steps, the floor, the competing answer."""
+    if winner is None:
+        return None, None
+    if reason in ("gate", "settled"):
+        return False, None  # certified alone, or predicted within the measured floors
+    deciding = [b for b in ballots if b.status == "valid" and b.key == winner]
+    judged_ = [b for b in deciding if b.fragile_steps is not None]
+    if not judged_:
+        return None, None  # no floor or no margins: the gate stood aside
+    if any(b.fragile_steps == 0 for b in judged_):
+        return False, None
+    first = judged_[0]
+    competing = next((key for key in votes if key != winner), None)
+    return True, {"steps": first.meta.get("fragile_at", []), "fragile_steps": first.fragile_steps,
+                  "min_margin": first.min_margin, "competing": competing}
+
+
+def gate_status(backend: Backend, box: Box, reason: str, fragile: bool | None) -> str | None:
+    """What the margin gate did, in words (``Result.meta["gate"]``); None without a gate."""
+    if box.vote.gate is None:
+        return None
+    if reason == "gate":
+        return "certified"
+    if not box.gating:
+        said = describe(backend).get("gate")
+        why = said if isinstance(said, str) and said.startswith("stood aside") else (
+            "stood aside: the backend gives no margins or no noise floor is known")
+        return why
+    return "fragile" if fragile else "voted"
 
 
 def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot]) -> AccordError:
@@ -161,7 +199,7 @@ def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot],
     engines = sorted({str(b.meta["engine"]) for b in ballots if "engine" in b.meta})
     return {
         **versions(),
-        **_describe(backend),
+        **describe(backend),
         **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
         **({"engines": engines} if len(engines) > 1 else {}),
         "settings": {f.name: value for f in fields(settings) if (value := getattr(settings, f.name)) is not None},
@@ -169,7 +207,7 @@ def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot],
     }
 
 
-def _describe(backend: Backend) -> dict[str, Any]:
+def describe(backend: Backend) -> dict[str, Any]:
     try:
         return dict(backend.describe())
     except Exception:  # noqa: BLE001 - describing a backend must never lose a result

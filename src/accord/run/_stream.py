@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 from .._errors import BackendError
 from .._result import Result
+from .._threads import spawn
 from .._types import Completion
 from ..backends._base import Backend
+from ._calls import Call, Outcome
 from ._drive import _NO_LIMIT, Flow
-from ._loop import Call, Outcome
-from ._threads import spawn
 from ._watch import Watch
 
 STREAMED_SLOT = 0  # the first ballot: the one a reader sees as it is written
@@ -90,6 +90,7 @@ def _take(inbox: queue.SimpleQueue[Delta | Outcome], running: int, timeout: floa
 
 
 def _feed(backend: Backend, call: Call, inbox: queue.SimpleQueue[Delta | Outcome], watch: Watch | None) -> None:
+    backend = call.backend or backend  # a reference deciding
     start = time.perf_counter()
     try:
         with watch.scope(call) if watch is not None else contextlib.nullcontext():
@@ -175,6 +176,7 @@ async def astream(
 async def _afeed(
     backend: Backend, call: Call, inbox: asyncio.Queue[Delta | Outcome], limit: asyncio.Semaphore | None, watch: Watch | None
 ) -> None:
+    backend = call.backend or backend  # a reference deciding
     async with limit or _NO_LIMIT:
         start = time.perf_counter()
         try:

@@ -24,10 +24,10 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from .._threads import run_coroutine
 from ..observe import _hooks as hooks
 from ..observe import _telemetry as telemetry
 from ..read._extract import shape_of
-from ._threads import run_coroutine
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from ..backends._base import Backend
     from ..observe._hooks import Hooks, RetryEvent
     from ..schema._schema import Schema
-    from ._loop import Call, Policy
+    from ._calls import Call
+    from ._policy import Policy
 
 
 class Watch:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from ..backends._base import Backend
 
 
+SHOWN = 16  # fragile step positions kept per ballot
+
+
 @dataclass(frozen=True)
 class Margins:
     """What the gate saw in one completion."""
@@ -28,6 +31,7 @@ class Margins:
     fragile_steps: int | None
     floor: float | None
     certified: bool | None  # None: the gate stood aside (no margins or no floor)
+    steps: tuple[int, ...] = ()  # the fragile steps (0-based token positions), the first few
 
 
 @dataclass(frozen=True)
@@ -54,5 +58,5 @@ class MarginGate:
         low = min(margins)
         if floor is None:
             return Margins(low, None, None, None)
-        fragile = sum(1 for m in margins if m < floor)
-        return Margins(low, fragile, floor, fragile == 0)
+        below = [i for i, m in enumerate(margins) if m < floor]
+        return Margins(low, len(below), floor, not below, tuple(below[:SHOWN]))

@@ -26,13 +26,14 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from ..._errors import AccordError, BackendError, ConfigError
+from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
-from ...run._threads import aiterate, spawn
 from ...vote._perturb import Perturbation
 from .._base import Backend, Noise
 from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
+from ._forced import forced_logits, text_ids
 from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._perturbed import perturbed
 from ._steps import GrammarDeadEnd, StepRecorder, token_ids, until_end
@@ -56,7 +57,6 @@ class TransformersBackend(Backend):
     constrains = True
     gives_margins = True
     perturbable = True
-    conversion_seconds: float | None = None  # the embedded model's one-time GGUF conversion, when this load did it
 
     def __init__(
         self,
@@ -92,9 +92,11 @@ class TransformersBackend(Backend):
             log.info("%s: generation defaults set aside (greedy means greedy): %s", self.model_id, self.ignored_defaults)
         self._lock = threading.Lock()
         self._constrainer: Constrainer | None = None
+        self._constrainers: dict[str, Constrainer] = {}  # one engine each (constrainer_for)
         self._floors: dict[str, float] | None = None
         self._reference_floors: dict[str, float] | None = None
         self._noise: Noise | None = None
+        self._token_ids: dict[int, dict[str, int]] = {}  # text -> id, for teacher forcing (_forced)
         self.twins: dict[tuple[Any, bool], Any] = {}  # the model in other dtypes (see _perturbed.twin)
         self.condition = condition  # a deployment condition on every call (the audit's "busy server")
 
@@ -107,7 +109,7 @@ class TransformersBackend(Backend):
         return self._fingerprint
 
     @property
-    def dtype(self) -> str:
+    def dtype(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
     @property
@@ -134,6 +136,15 @@ class TransformersBackend(Backend):
     def telemetry(self) -> dict[str, str | int]:
         return {"gen_ai.provider.name": "transformers", "gen_ai.request.model": self.model_id}
 
+    def constrainer_for(self, engine: str | None) -> Constrainer:
+        """The constrainer of this backend's engines, or of ``engine`` alone (made once)."""
+        if engine is None or (engine,) == self.engines:
+            return self.constrainer
+        if engine not in self._constrainers:
+            self._constrainers[engine] = Constrainer(self.tokenizer, vocab_size(self.model), engine=engine,
+                                                     compile_timeout=self.compile_timeout)
+        return self._constrainers[engine]
+
     @property
     def constrainer(self) -> Constrainer:
         if self._constrainer is None:
@@ -144,10 +155,14 @@ class TransformersBackend(Backend):
 
     # -- generation -------------------------------------------------------------------------------
 
-    def generate(self, request: Request, streamer: Any = None) -> Completion:
+    def generate(self, request: Request, streamer: Any = None, *, compact: bool = False, engine: str | None = None) -> Completion:
+        """One call. A reference deployment decodes as the server it stands for does:
+        ``compact``, JSON without spaces after ``,`` and ``:`` (a server's strict JSON mode);
+        ``engine``, that grammar engine for this call (vLLM's xgrammar lets the model spell a
+        constant in any tokens; llguidance forces one spelling)."""
         start = time.perf_counter()
         with self._guard():
-            served = self.constrainer.processor(request.schema)
+            served = self.constrainer_for(engine).processor(request.schema, compact)
             return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
@@ -242,6 +257,12 @@ class TransformersBackend(Backend):
             score=recorder.score,
             meta=meta,
         )
+
+    def forced(self, prompt: Prompt, steps: Sequence[tuple[str, Any]]) -> list[tuple[str, dict[str, float]]]:
+        """This model's logits along another deployment's tokens (``_forced``): per step, the
+        token and ``{text: logit}`` of it and of each alternative listed beside it."""
+        with self._guard():
+            return forced_logits(self, prompt, steps, text_ids(self.tokenizer, self._token_ids))
 
     def noise(self) -> Noise:
         """This deployment's measured floors (see :meth:`noise_floors`), in the form the core reads."""

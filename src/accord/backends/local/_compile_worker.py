@@ -24,13 +24,14 @@ from typing import IO, Any
 # so a small model cannot loop on whitespace.
 JSON_WHITESPACE = ""  # outlines_core puts one pattern between all JSON tokens: none at all
 SEPARATORS = (", ", ": ")  # xgrammar and llguidance: exact separators
+COMPACT = (",", ":")  # "json-compact": no space at all, as a server's strict JSON mode writes it
 OUTLINES_CORE_MEMORY = 6 << 30  # address space for an outlines_core compile (no torch in that child)
 
 
 def outlines_core_regex(kind: str, text: str) -> str:
     if kind == "regex":
         return text
-    if kind != "json":
+    if kind not in ("json", "json-compact"):
         raise ValueError(f"outlines_core does not take {kind} grammars")
     from outlines_core.json_schema import build_regex_from_schema
 
@@ -46,9 +47,10 @@ def compile_outlines_core(vocabulary: Any, kind: str, text: str) -> Any:
 def compile_xgrammar(compiler: Any, kind: str, text: str) -> Any:
     if kind == "regex":
         return compiler.compile_regex(text)
-    if kind != "json":
+    if kind not in ("json", "json-compact"):
         raise ValueError(f"xgrammar in accord does not take {kind} grammars")
-    return compiler.compile_json_schema(text, any_whitespace=False, separators=SEPARATORS, strict_mode=False)
+    separators = COMPACT if kind == "json-compact" else SEPARATORS
+    return compiler.compile_json_schema(text, any_whitespace=False, separators=separators, strict_mode=False)
 
 
 def xgrammar_compiler(tokenizer_info: Any) -> Any:

@@ -45,15 +45,17 @@ _REGEX_META = set("\\.+*?()|[]{}^$")
 
 @dataclass(frozen=True)
 class Spec:
-    """What an engine compiles: ``kind`` is "json" (a JSON Schema as text), "regex" or "lark"."""
+    """What an engine compiles: ``kind`` is "json" (a JSON Schema as text), "json-compact" (the
+    same, written without spaces after ``,`` and ``:``), "regex" or "lark"."""
 
     kind: str
     text: str
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def spec_of(schema: Schema[Any]) -> Spec:
-    """What the engines compile for a schema, made once per schema object (every generation asks)."""
+def spec_of(schema: Schema[Any], compact: bool = False) -> Spec:
+    """What the engines compile for a schema, made once per schema object (every generation asks);
+    ``compact``: JSON without spaces after ``,`` and ``:``."""
     if schema.kind == "grammar":
         return Spec("lark", schema.source.lark)
     if schema.kind == "regex":
@@ -62,7 +64,7 @@ def spec_of(schema: Schema[Any]) -> Spec:
         return Spec("regex", choice_regex(schema.choices or ()))
     if schema.kind == "scalar":
         return Spec("regex", choice_regex(("yes", "no")) if schema.source is bool else _SCALARS[schema.source])
-    return Spec("json", json.dumps(strict(schema.json_schema), ensure_ascii=False))
+    return Spec("json-compact" if compact else "json", json.dumps(strict(schema.json_schema), ensure_ascii=False))
 
 
 def choice_regex(choices: Sequence[Any]) -> str:
@@ -190,8 +192,8 @@ class Constrainer:
         self.compile_timeout = compile_timeout
         self.key = tokenizer_key(tokenizer, vocab_size)
 
-    def processor(self, schema: Schema[Any]) -> Served:
-        spec = spec_of(schema)
+    def processor(self, schema: Schema[Any], compact: bool = False) -> Served:
+        spec = spec_of(schema, compact)
         passed_over: dict[str, str] = {}
         for name in self.chain:
             start = time.perf_counter()

@@ -4,12 +4,14 @@ An engine object is built once per tokenizer (its vocabulary index: the costly p
 then compiles grammars and makes a fresh outlines logits processor for every generation:
 
     engine = ENGINES["llguidance"](hf_tokenizer, vocab_size)
-    compiled = engine.compile("json", schema_text)      # kind: "json" | "regex" | "lark"
+    compiled = engine.compile("json", schema_text)      # kind: "json" | "json-compact" | "regex" | "lark"
     processor = engine.processor(compiled)              # for model.generate(logits_processor=...)
 
 llguidance compiles in-process under its own resource limits. outlines_core and xgrammar have
 none, so under a time limit they compile in a child process (:class:`Worker`) and hand back the
-result in the engine's own serialization.
+result in the engine's own serialization. "json" writes one space after ``,`` and ``:``;
+"json-compact" none (how a server's strict JSON mode writes it: a reference deployment decodes
+in the serving deployment's format, docs/determinism.md).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class CompileError(Exception):
 class Engine:
     name: ClassVar[str]
     package: ClassVar[str]
-    kinds: ClassVar[frozenset[str]] = frozenset({"json", "regex"})
+    kinds: ClassVar[frozenset[str]] = frozenset({"json", "json-compact", "regex"})
     isolated: ClassVar[bool] = False  # compile in a child process when a time limit is set
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
@@ -75,7 +77,7 @@ class Engine:
 class LLGuidance(Engine):
     name = "llguidance"
     package = "llguidance"
-    kinds = frozenset({"json", "regex", "lark"})
+    kinds = frozenset({"json", "json-compact", "regex", "lark"})
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
         import llguidance.hf
@@ -86,9 +88,10 @@ class LLGuidance(Engine):
     def compile(self, kind: str, text: str) -> Any:
         from llguidance import LLMatcher
 
-        if kind == "json":
-            options: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": native.SEPARATORS[0],
-                                           "key_separator": native.SEPARATORS[1]}
+        if kind in ("json", "json-compact"):
+            separators = native.COMPACT if kind == "json-compact" else native.SEPARATORS
+            options: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": separators[0],
+                                           "key_separator": separators[1]}
             grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(text)

@@ -38,7 +38,10 @@ URL credential appears in a Result, a log line or an error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import math
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -46,8 +49,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..._errors import ConfigError
+from ..._threads import spawn
 from ..._types import Completion, Request
-from .._base import Noise
+from .._base import Backend, Noise
 from . import _drivers as drivers
 from . import _spread as spreading
 from ._calibrate import stored_floor
@@ -55,6 +59,9 @@ from ._caps import SHARED, Capabilities, Known
 from ._clients import Server, servers_from
 from ._errors import guard_logs
 from ._exchange import Exchanges, format_for
+from ._referee import STEPS, Learner, Referee, gate_said
+
+log = logging.getLogger("accord.openai")
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -79,7 +86,11 @@ class OpenAIBackend(Exchanges):
     alone. ``dtype``: the server's compute dtype, to pick the calibrated floor (None: the largest
     floor measured for the server and model). ``spread``: spread the ballots of one prompt (one
     at a time, later ballots with batch neighbours; :mod:`._spread`). ``capabilities``: where
-    learned server facts are kept (default: process-wide).
+    learned server facts are kept (default: process-wide). ``reference``: another accord backend
+    of the same weights (``models.local(dtype="float32")``, a float32 or batch-invariant server)
+    that decides every prompt whose first ballot has a step below the floor (:mod:`._referee`;
+    docs/determinism.md); with a local reference the floor is learned against it, no calibration
+    needed.
     """
 
     blocking = True
@@ -102,6 +113,7 @@ class OpenAIBackend(Exchanges):
         organization: str | None = None,
         default_headers: dict[str, str] | None = None,
         capabilities: Capabilities | None = None,
+        reference: Any = None,
     ) -> None:
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
@@ -124,6 +136,10 @@ class OpenAIBackend(Exchanges):
         self.dtype = dtype
         self.spread = bool(spread)
         self.capabilities = capabilities if capabilities is not None else SHARED
+        if reference is not None and not isinstance(reference, Backend):
+            raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")
+        self._referee = Referee(reference, self) if reference is not None else None
+        self._learner = Learner(reference, dtype) if reference is not None else None
         extra = {k: v for k, v in (("organization", organization), ("default_headers", default_headers)) if v is not None}
         self.servers, self._secrets = servers_from(client, base_url, api_key, _timeout(timeout, client), extra)
         guard_logs(self._secrets)
@@ -163,19 +179,31 @@ class OpenAIBackend(Exchanges):
             return False
         return all(known is None or known.logprobs not in ("ignored", "rejected") for known in self._known_all())
 
+    @property
+    def reference(self) -> Backend | None:  # type: ignore[override]  # the reference, asked in this server's format
+        """The reference deployment, as this server's format asks it (:class:`._referee.Referee`)."""
+        return self._referee
+
     def noise(self) -> Noise | None:
-        """The ``noise_floor`` given, else the floor measured for every server (the largest);
+        """The ``noise_floor`` given, else the floor measured for every server (the largest):
+        with a reference that can learn it, the one learned against the reference (an infinite
+        floor until then: every first ballot goes to the reference); else the calibrated one.
         None while any server's model is unknown or unmeasured (then the gate stands aside)."""
         if self.noise_floor is not None:
             return Noise(float(self.noise_floor), self.dtype)
         floors = []
         for server in self.servers:
             model = self.model or self._models.get(server.shown)
-            floor = stored_floor(server.shown, model, self.dtype) if model else None
+            floor = self._floor(server.shown, model) if model else None
             if floor is None:
-                return None
+                return Noise(math.inf, self.dtype) if self._referee is not None else None
             floors.append(floor)
         return Noise(max(floors), self.dtype)
+
+    def _floor(self, server: str, model: str) -> float | None:
+        if self._learner is not None and self._learner.can_learn:
+            return self._learner.learned(server, model)
+        return stored_floor(server, model, self.dtype)
 
     @property
     def fingerprint(self) -> str:  # type: ignore[override]  # computed from the model and the servers
@@ -190,15 +218,18 @@ class OpenAIBackend(Exchanges):
             known = self.capabilities.get((server.shown, model)).to_dict() if model else None
             servers.append({"url": server.shown, "model": model, "capabilities": known})
         noise = self.noise()
+        gate, source = gate_said(self, noise)
         return {
             "backend": type(self).__name__,
             "fingerprint": self.fingerprint,
             "structured": self.structured,
             "servers": servers,
-            "noise_floor": None if noise is None else noise.floor,
-            "noise_floor_from": "given" if self.noise_floor is not None else "calibrated" if noise is not None else None,
+            "noise_floor": None if noise is None or math.isinf(noise.floor or 0.0) else noise.floor,
+            "noise_floor_from": source,
+            "gate": gate,
             **({"dtype": self.dtype} if self.dtype else {}),
             "spread": self.spread,
+            **({"reference": self._referee.describe()} if self._referee is not None else {}),
         }
 
     def _known_all(self) -> list[Known | None]:
@@ -233,20 +264,44 @@ class OpenAIBackend(Exchanges):
             return self._noted(await self._adrive(request, server), len(neighbours))
 
     def _drive(self, request: Request, server: Server) -> Completion:
-        return drivers.drive(self._exchange(request, server))
+        return self._taught(request, server, drivers.drive(self._exchange(request, server)))
 
     async def _adrive(self, request: Request, server: Server) -> Completion:
-        return await drivers.adrive(self._exchange(request, server))
+        completion = await drivers.adrive(self._exchange(request, server))
+        if STEPS not in completion.meta:
+            return completion
+        return await asyncio.wrap_future(spawn(self._taught, request, server, completion))
+
+    def _taught(self, request: Request, server: Server, completion: Completion) -> Completion:
+        """A first ballot the learner asked to compare (:mod:`._referee`): compared with the
+        reference's logits on its tokens; its tokens are not kept."""
+        if STEPS not in completion.meta:
+            return completion
+        meta = dict(completion.meta)
+        steps = meta.pop(STEPS)
+        model = self.model or self._models.get(server.shown)
+        if self._learner is not None and model:
+            try:
+                self._learner.observe(request, steps, server.shown, model)
+            except Exception:
+                log.exception("learning the floor against the reference failed")
+        return replace(completion, meta=meta)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, with the answer's chat completion streamed (``stream=True``): its
         text deltas as they arrive, then the Completion (usage from the last chunk)."""
-        yield from drivers.stream(self._exchange(request, self._next_server()))
+        server = self._next_server()
+        for part in drivers.stream(self._exchange(request, server)):
+            yield self._taught(request, server, part) if isinstance(part, Completion) else part
 
     async def astream(self, request: Request) -> AsyncIterator[str | Completion]:
-        async with contextlib.aclosing(drivers.astream(self._exchange(request, self._next_server()))) as parts:
+        server = self._next_server()
+        async with contextlib.aclosing(drivers.astream(self._exchange(request, server))) as parts:
             async for part in parts:
-                yield part
+                if isinstance(part, Completion) and STEPS in part.meta:
+                    yield await asyncio.wrap_future(spawn(self._taught, request, server, part))
+                else:
+                    yield part
 
     def telemetry(self) -> dict[str, str | int]:
         """``openai`` (the API spoken), the model asked for (or the one discovered), the server."""

@@ -21,11 +21,13 @@ from ..._errors import BackendError, ConfigError
 from ..._types import Request, Usage
 from .._base import Backend
 from . import _wire as wire
+from ._calibrate import steps_of
 from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
 from ._ops import Chat, Exchange, ListModels, Op
 from ._probe import probe_params, probe_verdict
+from ._referee import STEPS, TOP, Learner
 
 log = logging.getLogger("accord.openai")
 
@@ -43,6 +45,7 @@ class Exchanges(Backend):
     _models: dict[str, str]
     _turn: int
     _lock: threading.Lock
+    _learner: Learner | None
 
     def _next_server(self) -> Server:
         with self._lock:
@@ -60,7 +63,10 @@ class Exchanges(Backend):
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
         claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
-        options = wire.Options(model, self.default_max_tokens, self.logprobs, self.top_logprobs)
+        # A first ballot the floor learner compares with the reference keeps its tokens (more alternatives).
+        compared = self.logprobs and self._learner is not None and request.ballot == 0 and request.attempt == 1 and self._learner.wants()
+        top = max(self.top_logprobs, TOP) if compared else self.top_logprobs
+        options = wire.Options(model, self.default_max_tokens, self.logprobs, top)
 
         def build(known: Known) -> dict[str, Any]:
             structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
@@ -81,6 +87,8 @@ class Exchanges(Backend):
         dropped = sorted(self.capabilities.get(key).rejected & wanted)
         if dropped:
             meta["dropped"] = dropped
+        if compared and "logprobs" in params:
+            meta[STEPS] = steps_of(response.choices[0])
         completion = parsed.completion
         if wrapped and "response_format" in params:
             inner = wire.unwrap(completion.text)

@@ -1,0 +1,79 @@
+"""A reference deciding: the Result of a run whose first ballot a reference deployment replaced.
+
+A backend with a ``reference`` (``models.openai(..., reference=...)``) runs slot 0 alone, as the
+margin gate does. When the gate certifies it (every step clears the floor), it is the answer.
+Otherwise the loop (:meth:`~._loop._Run.refer`) hands the prompt to the reference: a run of one
+greedy ballot there (retried like any ballot), under what is left of the budget. This module
+builds that run's budget and merges its Result with the serving deployment's ballots:
+
+    ballots           the serving ballots first (``meta["deployment"] == "serving"``), then the
+                      reference's (``"reference"``), numbered after them
+    stopped_because   "reference" (or the reference run's failure: "no valid ballot", "budget")
+    meta              ``decided_by: "reference"``, and per deployment its calls (``serving``,
+                      ``reference``) and the serving ballot's answer and fragile steps
+    usage             both deployments' calls
+
+docs/determinism.md proves why this answer does not move with the serving deployment's load or
+dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .._result import Ballot, Result
+from .._retry import Budget
+from .._types import Usage
+from ._outcome import describe
+
+if TYPE_CHECKING:
+    from ..backends._base import Backend
+
+REFERENCE = "reference"
+
+
+def budget_left(budget: Budget, spent_seconds: float, calls: int, usage: Usage) -> Budget:
+    """What the serving deployment's calls left of the run's budget (at least a little of each)."""
+    return Budget(
+        max_seconds=None if budget.max_seconds is None else max(budget.max_seconds - spent_seconds, 1e-3),
+        max_calls=None if budget.max_calls is None else max(budget.max_calls - calls, 1),
+        max_tokens=None if budget.max_tokens is None else max(budget.max_tokens - (usage.total_tokens or 0), 1),
+        max_cost=None if budget.max_cost is None else max(budget.max_cost - (usage.cost or 0.0), 1e-12),
+    )
+
+
+def has_room(budget: Budget, calls: int) -> bool:
+    """The call budget allows one more call (the reference's)."""
+    return budget.max_calls is None or calls < budget.max_calls
+
+
+def merged(
+    decided: Result[Any], serving: Sequence[Ballot], usage: Usage, backend: Backend, reference: Backend, *, seconds: float
+) -> Result[Any]:
+    """The reference run's Result with the serving ballots before its own (see the module docstring)."""
+    offset = 1 + max((b.slot for b in serving), default=0)
+    ballots = (*serving, *(replace(b, slot=b.slot + offset) for b in decided.ballots))
+    first = next((b for b in serving if b.status == "valid"), None)
+    said: dict[str, Any] = {"calls": len(serving), "answer": first.key if first else None}
+    if first is not None:
+        said.update(min_margin=first.min_margin, fragile_steps=first.fragile_steps, fragile_at=first.meta.get("fragile_at"))
+    accepted = decided.error is None or decided.stable
+    meta = {
+        **decided.meta,
+        "seconds": round(seconds, 6),
+        "decided_by": REFERENCE,
+        "serving": said,
+        REFERENCE: {"calls": len(decided.ballots), "fingerprint": reference.fingerprint},
+        "gate": "reference",
+    }
+    environment = {**decided.environment, **describe(backend), REFERENCE: describe(reference)}
+    result = replace(
+        decided, ballots=ballots, usage=usage + decided.usage, original_usage=usage + decided.usage,
+        stopped_because=REFERENCE if accepted and decided.stable else decided.stopped_because,
+        fingerprint=backend.fingerprint, meta=meta, environment=environment, fragile=False,
+    )
+    if result.error is not None:
+        result.error.result = result
+    return result
