@@ -201,12 +201,12 @@ def test_a_union_of_scalars_reads_a_bare_text_as_a_field_would(policy):
     def one(source, text):
         return read(text, accord.Schema(source), policy=policy)
 
-    assert one(Optional[int], "N/A").value is None and one(Optional[int], "N/A").coercions == ({"path": "", "fix": "'N/A' as null"},)
-    assert one(Optional[float], "$1.50").value == 1.5
-    assert one(Optional[Sentiment], "Positive.").value == "positive"
-    assert {e["type"] for e in one(Optional[int], "about 4").errors} == {"estimate"}
-    assert {e["type"] for e in one(Optional[Sentiment], "not positive").errors} == {"negated"}
-    assert one(Optional[str], "null").value is None  # JSON's null
+    assert one(int | None, "N/A").value is None and one(int | None, "N/A").coercions == ({"path": "", "fix": "'N/A' as null"},)
+    assert one(float | None, "$1.50").value == 1.5
+    assert one(Sentiment | None, "Positive.").value == "positive"
+    assert {e["type"] for e in one(int | None, "about 4").errors} == {"estimate"}
+    assert {e["type"] for e in one(Sentiment | None, "not positive").errors} == {"negated"}
+    assert one(str | None, "null").value is None  # JSON's null
     assert read(json.dumps({"x": "null"}), accord.Schema(OptionalText), policy=policy).value.x == "null"  # a text the schema takes
 
 
