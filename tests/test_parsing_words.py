@@ -83,7 +83,8 @@ def test_the_new_corpus_classes_are_read_with_their_coercion_or_refused_with_why
     ("12", True, 12), ("-3.5", False, -3.5), ("1e6", False, 1e6), ("1,234,567", False, 1234567), ("1,234.5", False, 1234.5),
     ("1,234", True, 1234), ("$1.50", False, 1.5), ("12 EUR", True, 12), ("-$5", True, -5), ("45%", False, 45),
     ("1/2", False, 0.5), ("3/4", False, 0.75), ("2^10", True, 1024), ("10**6", True, 10**6), ("3x10^8", False, 3e8),
-    ("The answer is 42.", True, 42), ("2 + 3 = 5", True, 5), ("**24**", True, 24),
+    ("The answer is 42.", True, 42), ("2 + 3 = 5", True, 5), ("**24**", True, 24), ("Sure! 3x10^8 Done.", False, 3e8),
+    ("5km", True, 5), ("(45%)", True, 45),
 ])
 def test_a_number_form_with_one_meaning_is_read_and_recorded(text, integer, value):
     read_ = number(text, integer)
@@ -101,6 +102,11 @@ def test_a_number_form_with_one_meaning_is_read_and_recorded(text, integer, valu
 def test_a_number_form_that_is_not_one_number_is_refused_with_why(text, integer, kind):
     refused = number(text, integer)
     assert isinstance(refused, Refusal) and refused.kind == kind and refused.msg
+
+
+@pytest.mark.parametrize("text", ["1e400", "0x1F", '3x10^"8', "$}1.50", "1[/2", "no digits here"])
+def test_no_number_is_picked_out_of_a_word_or_a_broken_form(text):
+    assert number(text, False) is None
 
 
 @pytest.mark.parametrize("text", ["not positive", "Not negative.", "definitely not neutral", "isn't positive",
