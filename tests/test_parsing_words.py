@@ -138,6 +138,8 @@ def test_the_feedback_of_a_retry_says_why():
     result = accord.Stabilizer(model, schema=Sentiment, vote=accord.Vote(k=1), retry=accord.Retry(attempts=2)).run("Tone?")
     assert result.value == "negative"
     assert "negates its answer" in result.ballots[0].error["message"]
+    second = model.requests[1].input
+    assert "'not positive' negates its answer: say the one value meant" in second  # the retry's feedback says why
 
 
 TEXTS = ["Positive.", "**negative**", "not positive", "positive or negative", "Yes.", "yes and no", "not true",
