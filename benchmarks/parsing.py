@@ -1,6 +1,6 @@
 """Reading malformed model output: accord against the parsers people use, on a labelled corpus.
 
-    python benchmarks/parsing.py [--quick] [--peers-python PATH] [--repeat N] [--instructions [--against REF]]
+    python benchmarks/parsing.py [--quick] [--peers-python PATH] [--repeat N] [--first N] [--instructions [--against REF]]
 
 The corpus is tests/data/malformed/ (cases.jsonl: real outputs of the embedded SmolLM2-135M in
 prompt mode, in process and over ``transformers serve``; handwritten.jsonl: each malformation
@@ -64,12 +64,15 @@ SMALL = 2048
 
 
 def load() -> list[dict[str, Any]]:
+    """The corpus, in file order; ``PARSING_FIRST=N`` in the environment (``--first N``): its first N
+    cases only (305: the corpus before issue 29's classes, to compare revisions on the same texts)."""
     cases = []
     for name in ("cases.jsonl", "handwritten.jsonl"):
         path = CORPUS / name
         if path.is_file():
             cases += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return cases
+    first = os.environ.get("PARSING_FIRST")
+    return cases[: int(first)] if first else cases
 
 
 def schema_source(ref: str) -> Any:
@@ -121,6 +124,11 @@ def json_repair_tool(text: str, schema: accord.Schema[Any], finish_reason: str |
 
     return schema.dump(schema.validate(json_repair.loads(text)))
 
+
+# The classes of tests/data/malformed/handwritten.py's reading_cases (issue 29), each also "(field)", "(list item)"...
+WORD_CLASSES = frozenset({"negated choice", "hedged choice", "choice written another way", "contradicting yes/no",
+                          "yes/no written another way", "number form with one reading", "number form with two readings",
+                          "null-like"})
 
 LOCAL_TOOLS: dict[str, Callable[..., Any]] = {
     "accord": accord_tool(accord.Extract()),
@@ -305,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="list the cases each tool missed or got wrong")
     parser.add_argument("--instructions", action="store_true", help="also count the instructions a read takes (valgrind; a minute)")
     parser.add_argument("--against", metavar="REF", help="with --instructions: also count them for git revision REF")
+    parser.add_argument("--first", type=int, help="only the first N cases of the corpus (305: the corpus before issue 29)")
     parser.add_argument("--ir", type=int, help=argparse.SUPPRESS)  # what --instructions runs under valgrind
     args = parser.parse_args(argv)
+    if args.first:
+        os.environ["PARSING_FIRST"] = str(args.first)  # for the processes --instructions starts too
     if args.ir is not None:
         _ir_child(args.ir)
         return 0
@@ -351,11 +362,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{f['rejected']} | {f['unrecoverable_rejected']}/{len(cases) - recoverable} | {f['median_us']:.0f} us | {f['p90_us']:.0f} us |")
     for name, why in skipped.items():
         print(f"| {name} | skipped: {why} | | | | | |")
+    words = [c for c in cases if c["class"].split(" (")[0] in WORD_CLASSES]
+    if words:
+        print(f"\nthe word and number classes of issue 29 ({len(words)} cases: negations, hedges, number forms, null-likes; "
+              "top-level and nested):\n")
+        print("| tool | recovered (of recoverable) | wrong value accepted | unrecoverable rejected |")
+        print("|---|---|---|---|")
+        for name, rows in tools.items():
+            f = figures[f"{name} (issue 29)"] = score(words, rows)
+            print(f"| {name} | {f['recovered']}/{f['recoverable']} | {f['wrong']} | {f['unrecoverable_rejected']}/{len(words) - f['recoverable']} |")
     if args.show:
         for name, f in figures.items():
             print(f"\n{name}: wrong {f['wrong_ids']}\n  missed {f['missed']}")
     a = figures["accord"]
-    peers = {n: f for n, f in figures.items() if not n.startswith("accord")}
+    peers = {n: f for n, f in figures.items() if not n.startswith("accord") and not n.endswith("(issue 29)")}
     best_peer = max((f["recovered"] for f in peers.values()), default=0)
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     print("\ntargets for accord:")
@@ -365,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"- median parse < 100 us for texts < 2 KB: {a['median_us']:.0f} us: {verdict(a['median_us'] < 100)}")
     if a["wrong"]:
         print(f"  wrong: {a['wrong_ids']}")
+    if words:
+        w = figures["accord (issue 29)"]
+        print(f"- 0 wrong values on the word and number classes of issue 29: {w['wrong']}: {verdict(w['wrong'] == 0)}"
+              + (f"  wrong: {w['wrong_ids']}" if w["wrong"] else ""))
     if args.instructions:
         print_instructions(args.against)
     return 0

@@ -79,7 +79,8 @@ def test_the_new_corpus_classes_are_read_with_their_coercion_or_refused_with_why
     ("12", True, 12), ("-3.5", False, -3.5), ("1e6", False, 1e6), ("1,234,567", False, 1234567), ("1,234.5", False, 1234.5),
     ("1,234", True, 1234), ("$1.50", False, 1.5), ("12 EUR", True, 12), ("-$5", True, -5), ("45%", False, 45),
     ("1/2", False, 0.5), ("3/4", False, 0.75), ("2^10", True, 1024), ("10**6", True, 10**6), ("3x10^8", False, 3e8),
-    ("The answer is 42.", True, 42), ("2 + 3 = 5", True, 5), ("**24**", True, 24),
+    ("The answer is 42.", True, 42), ("2 + 3 = 5", True, 5), ("**24**", True, 24), ("Sure! 3x10^8 Done.", False, 3e8),
+    ("5km", True, 5), ("(45%)", True, 45),
 ])
 def test_a_number_form_with_one_meaning_is_read_and_recorded(text, integer, value):
     read_ = number(text, integer)
@@ -97,6 +98,11 @@ def test_a_number_form_with_one_meaning_is_read_and_recorded(text, integer, valu
 def test_a_number_form_that_is_not_one_number_is_refused_with_why(text, integer, kind):
     refused = number(text, integer)
     assert isinstance(refused, Refusal) and refused.kind == kind and refused.msg
+
+
+@pytest.mark.parametrize("text", ["1e400", "0x1F", '3x10^"8', "$}1.50", "1[/2", "no digits here"])
+def test_no_number_is_picked_out_of_a_word_or_a_broken_form(text):
+    assert number(text, False) is None
 
 
 @pytest.mark.parametrize("text", ["not positive", "Not negative.", "definitely not neutral", "isn't positive",
@@ -128,6 +134,8 @@ def test_the_feedback_of_a_retry_says_why():
     result = accord.Stabilizer(model, schema=Sentiment, vote=accord.Vote(k=1), retry=accord.Retry(attempts=2)).run("Tone?")
     assert result.value == "negative"
     assert "negates its answer" in result.ballots[0].error["message"]
+    second = model.requests[1].input
+    assert "'not positive' negates its answer: say the one value meant" in second  # the retry's feedback says why
 
 
 TEXTS = ["Positive.", "**negative**", "not positive", "positive or negative", "Yes.", "yes and no", "not true",
@@ -190,3 +198,21 @@ def test_a_rendering_of_a_value_reads_as_that_value_or_is_refused(price, verdict
                     got = getattr(value, name)
                     same = got == meant or (isinstance(meant, float) and isinstance(got, float) and math.isclose(got, meant))
                     assert same, (text, name, got, meant)
+
+
+@pytest.mark.parametrize("policy", [accord.Extract(), STRICT], ids=["lenient", "strict"])
+def test_a_union_of_scalars_reads_a_bare_text_as_a_field_would(policy):
+    def one(source, text):
+        return read(text, accord.Schema(source), policy=policy)
+
+    assert one(int | None, "N/A").value is None and one(int | None, "N/A").coercions == ({"path": "", "fix": "'N/A' as null"},)
+    assert one(float | None, "$1.50").value == 1.5
+    assert one(Sentiment | None, "Positive.").value == "positive"
+    assert {e["type"] for e in one(int | None, "about 4").errors} == {"estimate"}
+    assert {e["type"] for e in one(Sentiment | None, "not positive").errors} == {"negated"}
+    assert one(str | None, "null").value is None  # JSON's null
+    assert read(json.dumps({"x": "null"}), accord.Schema(OptionalText), policy=policy).value.x == "null"  # a text the schema takes
+
+
+class OptionalText(BaseModel):
+    x: Optional[str]  # noqa: UP045

@@ -121,3 +121,26 @@ class _Echo:
         if node.get("format") in ("date", "date-time"):
             return _TYPE_NAMES["date"] | _TYPE_NAMES["string"]
         return set().union(*(_TYPE_NAMES.get(t, set()) for t in types)) if types else set()
+
+
+_ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "oneOf", "allOf", "type", "title"})
+_TYPE_WORDS = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
+                         "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
+
+
+def may_echo(data: Any) -> bool:
+    """A cheap test before :func:`echoed` on valid JSON as written (so clean JSON pays ~1 us): an
+    echo has schema keywords at its top level, or no top-level text that is not a type name (and
+    then, with no text at all there, an object or a list inside)."""
+    if isinstance(data, list):
+        return any(may_echo(item) for item in data[:8])
+    if not isinstance(data, dict):
+        return isinstance(data, str) and data.strip().casefold() in _TYPE_WORDS
+    if not _ECHO_KEYS.isdisjoint(data):
+        return True
+    nested = False
+    for value in data.values():
+        if isinstance(value, str):
+            return value.strip().casefold() in _TYPE_WORDS  # one real text: no signature echo
+        nested = nested or isinstance(value, (dict, list))
+    return nested  # no text, no keyword: only what it holds could be an echo

@@ -18,6 +18,7 @@ from typing import Any
 from .. import _check
 from ..schema._schema import Schema
 from ._numbers import number
+from ._plan import resolve, types_of
 from ._words import Refusal, boolean, choice, fold
 
 MAX_CHARS = 1_000_000
@@ -101,7 +102,12 @@ def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, note
         raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
     shape = shape_of(schema)
     if shape == "json":
-        return extract_json(text, misses)
+        found = first_json(text, misses)
+        if found is NOTHING:
+            if text.strip() and scalar_union(schema):
+                return text.strip()  # Optional[int], Union[int, str]: the bare text, read as it is in a field
+            raise ExtractionFailure("no JSON value found in the output")
+        return found
     if shape == "text":
         return _json_string(text.strip()) if schema.kind in {"scalar", "type", "json"} else text
     stripped = _unwrap(text)
@@ -112,6 +118,21 @@ def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, note
         root = schema.json_schema or {}
         return _number(_unfenced(text), schema.source is int if schema.kind == "scalar" else root.get("type") == "integer", said)
     return _bool(_unfenced(text), said)
+
+
+def scalar_union(schema: Schema[Any]) -> bool:
+    """Whether the schema is a union of scalars only (``Optional[int]``, ``Union[int, str]``): a
+    bare text that holds no JSON value is then read as the string it is, as a field would be."""
+    root = schema.json_schema or {}
+    branches = root.get("anyOf") or root.get("oneOf")
+    if not isinstance(branches, list) or not branches:
+        return False
+    for branch in branches:
+        node = resolve(branch, root)
+        kinds = types_of(node)
+        if not kinds or not kinds <= {"null", "integer", "number", "boolean", "string"} or "properties" in node or "items" in node:
+            return False
+    return True
 
 
 def extract_json(text: str, misses: set[int] | None = None) -> Any:

@@ -50,7 +50,10 @@ _RANGE = re.compile(rf"(?:between\s+|from\s+)?{_ONE}\s*(?:-|–|—|to|or|and|/)
 _APPROX = re.compile(r"(?:about|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|ca\.|some|over|under|"
                      r"at\s+least|at\s+most|more\s+than|less\s+than|fewer\s+than|up\s+to|>=?|<=?|~|≈|±)\s*$", re.I)
 _BOUND_AFTER = re.compile(r"\s*(?:\+|-?ish\b|or\s+so\b|or\s+more\b|or\s+less\b)", re.I)
-_TOKEN = re.compile(r"(?<![\w.])(?:[-+]?[$€£¥]\s?)?[-+]?\d[\d,]*(?:\.\d+)?(?:\s*(?:/|\^|\*\*)\s*\d+)?(?:\s?%)?(?!\d)")
+_CHUNK = re.compile(r"\S+")
+_EDGE = "\"'“”‘’()[]{}.,;:!?*_`"
+_LEADS = "~≈<>≤≥±"
+_UNIT = re.compile(r"(.*\d)([A-Za-z]{1,12})")  # 5km, 3rd: a number and a unit written onto it
 _EQUATION = re.compile(r"[-+*/x×÷^().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)")
 
 Read = tuple[int | float, str | None]
@@ -62,7 +65,7 @@ def number(text: str, integer: bool, nested: bool = False) -> Read | Refusal | N
     ``integer``: the schema wants an integer (a fraction is refused, ``1,234`` is 1234).
     ``nested``: a string inside JSON-like data, read in prose only when it holds none of JSON's
     brackets or quotes (``3{`` is a piece of broken structure, not prose)."""
-    if _PLAIN.fullmatch(text.strip()):  # a number as written (``12.`` too): no coercion to record
+    if _PLAIN.fullmatch(text.strip()) and len(text.strip()) <= MAX_DIGITS:  # a number as written (``12.`` too): no coercion
         found = _form(text.strip(), integer)
         if found is not None:
             return found
@@ -85,6 +88,8 @@ def number(text: str, integer: bool, nested: bool = False) -> Read | Refusal | N
 def _form(bare: str, integer: bool) -> Read | Refusal | None:
     """One number written in one form (the whole of ``bare``)."""
     if _PLAIN.fullmatch(bare):
+        if _INTEGER.fullmatch(bare):
+            return int(bare), None  # (at most MAX_DIGITS digits: checked before)
         value = float(bare)
         if not math.isfinite(value):
             return None
@@ -139,10 +144,25 @@ def _power(bare: str, match: re.Match[str], integer: bool, scientific: bool) -> 
     return value, "a power"
 
 
+def _chunks(text: str) -> list[tuple[str, int, int]]:
+    """The words of the text that hold a digit, without the punctuation around them, with where
+    they stand: each is one number written in one form, or no number at all (``3x10^8``,
+    ``COVID-19``, ``0x1F`` are one word each, never a number picked out of a word)."""
+    out = []
+    for match in _CHUNK.finditer(text):
+        word = match.group(0)
+        if not any(c.isdigit() for c in word):
+            continue
+        inner = word.strip(_EDGE).lstrip(_LEADS)
+        start = match.start() + word.find(inner)
+        out.append((inner, start, start + len(inner)))
+    return out
+
+
 def _prose(text: str, integer: bool) -> Read | Refusal | None:
     """The one number in prose (``The answer is 42.``), or why there is none to read."""
-    tokens = list(_TOKEN.finditer(text))
-    if not tokens:
+    chunks = _chunks(text)
+    if not chunks:
         return None
     equation = _EQUATION.fullmatch(trim(text))
     if equation:
@@ -151,15 +171,18 @@ def _prose(text: str, integer: bool) -> Read | Refusal | None:
             return value[0], f"{_quote(text)} as {value[0]!r}: the result of the equation"
     if _RANGE.search(text):
         return Refusal(f"{_quote(text)} gives a range, not one number: write one number", "range")
-    if len({t.group(0).strip() for t in tokens}) > 1:
+    if len({inner for inner, _, _ in chunks}) > 1:
         return Refusal(f"{_quote(text)} holds several numbers: write the one number meant", "several")
-    token = tokens[0]
-    if _APPROX.search(text[: token.start()]) or _BOUND_AFTER.match(text, token.end()):
+    inner, start, end = chunks[0]
+    if _APPROX.search(text[:start]) or inner.endswith("+") or _BOUND_AFTER.match(text, end):
         return Refusal(f"{_quote(text)} is an estimate or a bound, not one number: write the number", "estimate")
-    doubt = _doubt(text[: token.start()], text[token.end() :], text)
+    doubt = _doubt(text[:start], text[end:], text)
     if doubt is not None:
         return doubt
-    found = _form(token.group(0).strip(), integer)
+    found = _form(inner, integer)
+    if found is None:
+        unit = _UNIT.fullmatch(inner)
+        found = _form(unit.group(1), integer) if unit else None
     if isinstance(found, tuple):
         return found[0], f"{_quote(text)} as {found[0]!r}: the number in the text" + (f", {found[1]}" if found[1] else "")
     return found

@@ -23,8 +23,8 @@ from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
-from ._echo import ECHO, echoed
-from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, shape_of
+from ._echo import ECHO, echoed, may_echo
+from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
 from ._jsonish import Fix
 from ._normalize import Said, normalize
 from ._plan import types_of
@@ -39,9 +39,6 @@ _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-
 # Text that may hold an echoed schema: any type name at all (for text read leniently).
 _ANY_HINT = re.compile("|".join(map(re.escape, ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double",
                                                   "bool", "date", "yyyy"))))
-_ECHO_KEYS = frozenset({"properties", "$defs", "definitions", "$ref", "anyOf", "oneOf", "allOf", "type", "title"})
-_TYPE_NAMES = frozenset({"string", "str", "int", "integer", "number", "float", "double", "bool", "boolean", "date",
-                         "yyyy-mm-dd", 'string (a date, "yyyy-mm-dd")', "null", "object", "array"})
 _NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
 
 
@@ -144,31 +141,16 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
         raw = first_json(text, misses, known)  # the value as written first (what ``extract`` does for a JSON shape)
     except ExtractionFailure as failure:  # nested too deeply
         return Misreading("extract", tuple(failure.errors))
+    raw = text.strip() if raw is NOTHING and text.strip() and scalar_union(schema) else raw  # read as a field reads it
     if raw is not NOTHING and _fits_root(raw, root_types):
         reading = _settle(raw, schema, normalizers, float_digits)
         tried = (raw, reading)
-        if isinstance(reading, Reading) and not (_may_echo(raw) and echoed(raw, schema)):
+        if isinstance(reading, Reading) and not (may_echo(raw) and echoed(raw, schema)):
             return reading
     found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses, known=known)
+    if found is None and tried is not None and isinstance(tried[1], Misreading):
+        return tried[1]  # the value as written, and why it is none (a bare text under a union of scalars)
     return found if found is not None else Misreading("extract", _NOTHING)
-
-
-def _may_echo(data: Any) -> bool:
-    """A cheap test before :func:`echoed` on valid JSON as written (so clean JSON pays ~1 us): an
-    echo has schema keywords at its top level, or no top-level text that is not a type name (and
-    then, with no text at all there, an object or a list inside)."""
-    if isinstance(data, list):
-        return any(_may_echo(item) for item in data[:8])
-    if not isinstance(data, dict):
-        return isinstance(data, str) and data.strip().casefold() in _TYPE_NAMES
-    if not _ECHO_KEYS.isdisjoint(data):
-        return True
-    nested = False
-    for value in data.values():
-        if isinstance(value, str):
-            return value.strip().casefold() in _TYPE_NAMES  # one real text: no signature echo
-        nested = nested or isinstance(value, (dict, list))
-    return nested  # no text, no keyword: only what it holds could be an echo
 
 
 _SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str]]] = {}  # id(schema) -> (schema, json?, types)
@@ -206,7 +188,7 @@ def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str]
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
     reading = _settle(raw, schema, normalizers, float_digits, tuple(notes))
-    if isinstance(reading, Reading) and _may_echo(raw) and echoed(raw, schema):
+    if isinstance(reading, Reading) and may_echo(raw) and echoed(raw, schema):
         return _echo()
     return reading
 
@@ -272,7 +254,7 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
             # (the strict reading already found this very value invalid: not validated twice)
             same = tried is not None and isinstance(tried[1], Misreading) and (candidate.data is tried[0] or candidate.data == tried[0])
             checked = tried[1] if same and tried is not None and isinstance(tried[1], Misreading) else _check(candidate.data, schema, normalizers)
-            if not isinstance(checked, Misreading) and not (_may_echo(candidate.data) and echoed(candidate.data, schema)):
+            if not isinstance(checked, Misreading) and not (may_echo(candidate.data) and echoed(candidate.data, schema)):
                 return _finish(checked[0], schema, float_digits, checked[1])
         fixed = 0
         for f in candidate.fixes:
@@ -379,7 +361,7 @@ def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, 
          normalizers: Sequence[Callable[[str], str]], hinted: _Tally) -> _Found | Misreading | str:
     """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
-    if _may_echo(candidate.data) and hinted() and echoed(candidate.data, schema):
+    if may_echo(candidate.data) and hinted() and echoed(candidate.data, schema):
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
