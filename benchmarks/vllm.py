@@ -573,7 +573,7 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
         import vllm_reference
 
         vllm_reference.run(target.url, target.model, quick=quick, drift="drift" in sections, reference_section="reference" in sections,
-                           report_into=report)
+                           report_into=report, load=Load)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"outcomes: {out}")
