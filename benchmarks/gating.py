@@ -7,7 +7,7 @@ is decided by k=5 voting with perturbation ensembles, with and without the margi
 deployments: float32 weights and bfloat16 weights. Prints, per policy: mean calls per accepted answer (and per
 prompt, failed runs included) and the agreement of the final answers between the two deployments; how the gated runs stopped
 (the gate after one call; "settled" once the ballots run predict the rest of the vote from the
-measured floors, see accord._predict; or a vote); whether each gated answer is the ungated
+measured floors, see accord.vote._predict; or a vote); whether each gated answer is the ungated
 vote's; and the share of prompts that are fragile (the first ballot had a step below the noise
 floor, the largest over the perturbations).
 Targets: gated calls per answer <= 1.5; agreement 100% and no lower than ungated k=5's.

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from accord import Extract, Regex, Schema
-from accord._read import Misreading, Reading, read
+from accord.read._read import Misreading, Reading, read
 
 
 class Order(BaseModel):

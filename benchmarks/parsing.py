@@ -9,7 +9,7 @@ text means, or null when it does not say one (unrecoverable).
 
 Tools, each given the text and the schema:
 
-  accord            ``accord._read.read`` (strict, then schema-aligned repairs), the whole stage
+  accord            ``accord.read._read.read`` (strict, then schema-aligned repairs), the whole stage
   accord strict     the same with ``accord.Extract(strict=True)``: no repair
   json.loads        ``json.loads(text)`` validated by pydantic
   json-repair       ``json_repair.loads(text)`` validated by pydantic
@@ -56,8 +56,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(CORPUS))
 
 import accord  # noqa: E402
-from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord._read import STRICT, Misreading, read  # noqa: E402
+from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
+from accord.read._read import STRICT, Misreading, read  # noqa: E402
 
 PEERS_PYTHON = ROOT / ".bench-cache" / "peers-venv" / "bin" / "python"
 SMALL = 2048

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # servers.py: the test servers
 
 import accord  # noqa: E402
 import tasks  # noqa: E402
-from accord._canonical import canonical_form, canonical_key  # noqa: E402
 from accord._types import Completion, Request  # noqa: E402
 from accord.backends._base import Backend  # noqa: E402
+from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
 from generations import Cache, Deployment, _pack, _unpack  # noqa: E402
 
 CACHE = ROOT / ".bench-cache" / "prompt_mode.json"

@@ -2,8 +2,8 @@
 
     python benchmarks/schemas.py [--quick]
 
-(Not ``benchmarks/schemas.py``, as issue #28 names it: the parsing tests import
-tests/data/malformed/schemas.py as ``schemas`` with benchmarks/ first on the path.)
+(The parsing tests import tests/data/malformed/schemas.py as ``schemas``: they put that folder
+before benchmarks/ on the path, so this file does not shadow it.)
 
 Over the real-world JSON Schemas of ../shared/jsonschemabench and the recursive models of
 tests/recursive.py (trees, mutual recursion, unions of recursive models, a deep ``$defs``
@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from accord import AccordError, Budget, Schema, Stabilizer, Vote  # noqa: E402
-from accord import _signature as signature  # noqa: E402
-from accord._prompt import build_input  # noqa: E402
+from accord.prompt import _signature as signature  # noqa: E402
+from accord.prompt._prompt import build_input  # noqa: E402
 from recursive import SCHEMAS, Node  # noqa: E402
 
 BENCH = ROOT.parent / "shared" / "jsonschemabench"

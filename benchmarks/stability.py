@@ -12,7 +12,7 @@ calibrate``, so it is left out by default). Arms:
   (a) raw greedy + json.loads     the schema rendered in the prompt, no grammar; ``json.loads`` of
                                   the whole text, validated against the schema
   (a2) raw greedy + accord's reader  the same texts as (a), read by accord's extract stage
-                                  (``accord._read.read``: strict, then schema-aligned repairs)
+                                  (``accord.read._read.read``: strict, then schema-aligned repairs)
   (b) constrained greedy          one outlines-constrained call (k=1, no retry, no perturbation)
   (c) constrained + retry         k=1, up to 3 attempts with validation feedback (what instructor does)
   (d) k=5 majority vote           every ballot runs, ballots 1-4 under accord's perturbations, no gate
@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # server
 
 import accord  # noqa: E402
 import tasks  # noqa: E402
-from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord._prompt import build_input  # noqa: E402
 from accord._types import Settings  # noqa: E402
 from accord.cli._metrics import MISSING, Spread, accuracy_by_condition, total_agreement  # noqa: E402
+from accord.prompt._prompt import build_input  # noqa: E402
+from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
 from generations import Cache, Deployment  # noqa: E402
 from peers import instructor_python  # noqa: E402
 
@@ -115,7 +115,7 @@ def raw_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
 
 def reader_arm(model: Deployment, item: dict[str, Any]) -> Outcome:
     """Arm (a)'s text, read by accord's extract stage instead of json.loads (one call, no retry)."""
-    from accord._read import Misreading, read
+    from accord.read._read import Misreading, read
 
     schema = schema_of(item)
     before = model.model_seconds

@@ -58,11 +58,11 @@ sys.path.insert(0, str(ROOT / "tests"))  # servers.py: the test servers
 
 import accord  # noqa: E402
 import tasks  # noqa: E402
-from accord._canonical import canonical_form, canonical_key  # noqa: E402
-from accord._prompt import build_input  # noqa: E402
 from accord.backends.openai import _spread  # noqa: E402
 from accord.backends.openai import _wire as wire  # noqa: E402
 from accord.cli._metrics import MISSING, total_agreement  # noqa: E402
+from accord.prompt._prompt import build_input  # noqa: E402
+from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
 from peers import instructor_python  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"

@@ -34,10 +34,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 import accord
-from accord._canonical import canonical_form, canonical_key
-from accord._prompt import build_input
 from accord.backends.openai import _wire as wire
 from accord.backends.openai._caps import Capabilities
+from accord.prompt._prompt import build_input
+from accord.read._canonical import canonical_form, canonical_key
 
 Sentiment = Literal["positive", "negative", "neutral"]
 Verdict = Literal["yes", "no"]

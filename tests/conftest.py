@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 SLOW_MARKS = ("model", "server", "vllm", "slow")
-SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "docs_site"}
+SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "docs_site", "ray_cluster"}
 SKIP_VLLM = "ACCORD_SKIP_VLLM"  # the one way to skip the vLLM tests: set it to 1
 SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
@@ -95,6 +95,32 @@ def _vllm_for_its_benchmark(request: pytest.FixtureRequest) -> None:
     callspec = getattr(request.node, "callspec", None)
     if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id in ("vllm", "serve"):
         request.getfixturevalue("vllm_server")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A real local Ray cluster (``ray.init(num_cpus=2)``, tests/ray_parts.py) for the session,
+    started on first use (about 15 s on a small machine): its GCS address. While it runs,
+    ``ACCORD_TEST_RAY_ADDRESS`` names it (``benchmarks/ray.py --quick`` and
+    ``examples/ray_parquet.py`` join it). Skipped without the ``ray`` extra."""
+    if importlib.util.find_spec("ray") is None or importlib.util.find_spec("pyarrow") is None:
+        pytest.skip("the Ray tests need the ray extra: pip install -e '.[ray]'")
+    from ray_parts import ADDRESS, cluster
+
+    with cluster(num_cpus=2) as address:
+        os.environ[ADDRESS] = address
+        try:
+            yield address
+        finally:
+            os.environ.pop(ADDRESS, None)
+
+
+@pytest.fixture(autouse=True)
+def _ray_for_its_scripts(request: pytest.FixtureRequest) -> None:
+    """``benchmarks/ray.py --quick`` and ``examples/ray_parquet.py`` join the session's Ray cluster."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and (request.node.path.name, callspec.id) in (("test_benchmarks.py", "ray"), ("test_examples.py", "ray_parquet.py")):
+        request.getfixturevalue("ray_cluster")
 
 
 @pytest.fixture(scope="session")

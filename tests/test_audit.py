@@ -11,12 +11,12 @@ import pytest
 
 from accord import Completion, models
 from accord._errors import ConfigError, UnsupportedSchema
-from accord._schema import Schema
 from accord._types import Settings
 from accord.cli._audit import Condition, raw_phase, stabilized_phase, summarize
 from accord.cli._audit_input import Item, load_items
 from accord.cli._audit_report import write_reports
 from accord.cli._metrics import MISSING
+from accord.schema._schema import Schema
 
 Colour = Literal["red", "green", "blue"]
 
@@ -62,6 +62,23 @@ def test_first_divergence_uses_tokens_and_margins() -> None:
     assert row["first_divergence"] == 4  # characters over HTTP-like backends
     assert row["min_margin"] == 0.1
     assert audit["raw"]["min_margin"] == 0.1
+
+
+class Words:
+    """A tokenizer by words: all the audit asks of a backend's ``tokenizer``."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[str]:
+        return text.split()
+
+
+def test_divergence_is_counted_in_the_declared_tokenizer_s_tokens() -> None:
+    # The Backend surface the CLI reads: dtype, tokenizer, conversion_seconds, None where unknown.
+    a, b = models.scripted(["the red one"]), models.scripted(["the blue one"])
+    assert (a.dtype, a.tokenizer, a.conversion_seconds) == (None, None, None)
+    a.tokenizer = b.tokenizer = Words()
+    its = items("red")
+    audit = summarize(its, raw_phase(its, [Condition("a", a), Condition("b", b)], Settings()))
+    assert audit["prompts"][0]["first_divergence"] == 1  # the second word, not the fifth character
 
 
 def test_stabilized_phase_reaches_agreement_and_counts_calls() -> None:

@@ -10,12 +10,12 @@ from pydantic import BaseModel, model_validator
 
 import accord
 from accord import Schema, Settings, Usage, Vote, models
-from accord._predict import Computation, Floors
-from accord._read import Reading, read
 from accord._result import Ballot
-from accord._vote import highest_score
+from accord.read._read import Reading, read
 from accord.run import _outcome as outcome
 from accord.run._box import Box, Seat, Verdict
+from accord.vote._predict import Computation, Floors
+from accord.vote._vote import highest_score
 from reviews import GOOD, OTHER, Review
 
 REVIEW = Schema.of(Review)

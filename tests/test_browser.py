@@ -23,11 +23,11 @@ from typing import Any, Literal
 import pytest
 
 from accord import models
-from accord._schema import Schema
 from accord._types import Settings
 from accord.cli._audit import Condition, raw_phase, stabilized_phase, summarize
 from accord.cli._audit_input import Item
 from accord.cli._audit_report import write_reports
+from accord.schema._schema import Schema
 
 CHROMIUM = "/usr/bin/chromium"
 # headless=True gives --headless; these are the rest (no sandbox as root, no GPU, nothing fetched).

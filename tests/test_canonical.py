@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 import accord
 from accord import Schema, Stabilizer, Vote, models
-from accord._read import Misreading, Reading, read
+from accord.read._read import Misreading, Reading, read
 
 
 class Tagged(BaseModel):

@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 API = DOCS / "api.md"
 # The pages whose examples are doctests (other pages may hold examples that need a model).
 DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "parsing.md", "service.md", "api.md"]
-LINKED_PAGES = ["index.md", *DOCTEST_PAGES]
+LINKED_PAGES = ["index.md", "figures.md", "architecture.md", *DOCTEST_PAGES]
 
 
 def public_names() -> list[tuple[str, object]]:

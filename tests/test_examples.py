@@ -49,6 +49,12 @@ EXPECTED = {
         "at most 4 in flight (concurrency=4)",
         "amap -> ['positive', 'neutral']",
     ],
+    "ray_parquet.py": [
+        "columns: review_id, prompt, value, stable, agreement, calls, stopped_because, replayed,",
+        '1  "negative"   stable=True  calls=2  Broke after two days. Awful.',
+        "first run: 6 rows out, 0 replayed from the ledger, 12 model calls",
+        "second run: 6 rows out, 6 replayed from the ledger, 0 model calls",
+    ],
     "budget.py": [
         "BudgetExceeded after",
         "stopped because: budget",

@@ -7,7 +7,7 @@ import accord
 def test_all_is_honest() -> None:
     public = {name for name in dir(accord) if not name.startswith("_")}
     assert set(accord.__all__) <= public
-    modules = {"models", "determinism", "backends", "run", "ledger", "cli", "serve", "integrations"}  # public modules and the role folders
+    modules = {"models", "determinism", "backends", "run", "ledger", "cli", "serve", "integrations", "read", "schema", "prompt", "vote", "observe"}  # public modules and the role folders
     assert public - set(accord.__all__) - modules == set()
 
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from accord import Schema
-from accord._extract import MAX_CHARS, ExtractionFailure, extract
+from accord.read._extract import MAX_CHARS, ExtractionFailure, extract
 
 
 class Point(BaseModel):
@@ -69,9 +69,9 @@ def test_choice_word(text, expected):
     assert extract(text, Schema(Literal["positive", "negative"])) == expected
 
 
-def test_choice_in_prose_with_two_members_is_left_for_validation():
-    text = "positive or negative, hard to say"
-    assert extract(text, Schema(Literal["positive", "negative"])) == text
+def test_choice_in_prose_with_two_members_is_refused_with_why():
+    with pytest.raises(ExtractionFailure, match="more than one choice"):
+        extract("positive or negative, hard to say", Schema(Literal["positive", "negative"]))
 
 
 def test_enum_choice():

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from accord import Extract, Grammar, Regex, Schema
-from accord._read import Misreading, Reading, read
+from accord.read._read import Misreading, Reading, read
 
 EXAMPLES = int(os.environ.get("ACCORD_FUZZ_EXAMPLES", "60"))
 LIMIT = 1.0  # seconds one reading may take (Extract(max_seconds=...))

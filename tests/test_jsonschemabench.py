@@ -18,8 +18,8 @@ import jsonschema
 import pytest
 
 from accord import Schema
-from accord._read import Reading, read
-from accord._schema import ValidationFailure
+from accord.read._read import Reading, read
+from accord.schema._schema import ValidationFailure
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench"
 FILES = sorted(BENCH.glob("*.json"))

@@ -25,10 +25,10 @@ from pydantic import BaseModel
 
 import accord
 from accord import Ballot, Ledger, LedgerError, Retry, Stabilizer, Vote, models
-from accord._canonical import canonical_key
 from accord.ledger._keys import describe_policy, describe_schema
 from accord.ledger._postgres import PostgresStore
 from accord.ledger._sqlite import SQLiteStore
+from accord.read._canonical import canonical_key
 
 
 class Review(BaseModel):
@@ -343,21 +343,28 @@ def test_map_waits_out_the_lease_of_a_claim_nobody_renews_then_decides_it(where:
     assert model.calls.count("held") == 3 and model.calls[-3:] == ["held"] * 3, "after the others"
 
 
+def decided_elsewhere_soon(where: str, ledger: Ledger, s: Any, prompt: str, answer: str) -> threading.Thread:
+    """Another worker holds ``prompt`` now, decides it as ``answer`` half a second later and lets go,
+    naming its run: the started thread (join it)."""
+    owner = claim_elsewhere(ledger, s, prompt, lease=30.0)
+    other = stab(Counter(answer))
+
+    def finish_elsewhere() -> None:
+        time.sleep(0.5)
+        with Ledger(where) as theirs:
+            done = theirs.remember(other, prompt, other.run(prompt))
+            theirs._store.release(theirs.key(other, prompt), owner, done.meta["ledger"]["run"])
+
+    thread = threading.Thread(target=finish_elsewhere)
+    thread.start()
+    return thread
+
+
 def test_map_replays_the_answer_another_worker_stores_while_it_waits(where: str) -> None:
     with Ledger(where, lease=30.0) as ledger:
         model = Counter("positive")
         s = stab(model, ledger=ledger)
-        owner = claim_elsewhere(ledger, s, "held", lease=30.0)
-        other = stab(Counter("negative"))  # the other worker decides it and lets go, naming its run
-
-        def finish_elsewhere() -> None:
-            time.sleep(0.5)
-            with Ledger(where) as theirs:
-                done = theirs.remember(other, "held", other.run("held"))
-                theirs._store.release(theirs.key(other, "held"), owner, done.meta["ledger"]["run"])
-
-        thread = threading.Thread(target=finish_elsewhere)
-        thread.start()
+        thread = decided_elsewhere_soon(where, ledger, s, "held", "negative")
         start = time.monotonic()
         results = s.map(["free", "held"], progress=False)
         waited = time.monotonic() - start
@@ -413,17 +420,7 @@ def test_a_run_waits_for_a_prompt_another_worker_holds_and_replays_its_answer(wh
     with Ledger(where, lease=30.0) as ledger:
         model = Counter("positive")
         s = stab(model, ledger=ledger)
-        owner = claim_elsewhere(ledger, s, "held", lease=30.0)
-        other = stab(Counter("negative"))
-
-        def finish_elsewhere() -> None:
-            time.sleep(0.5)
-            with Ledger(where) as theirs:
-                done = theirs.remember(other, "held", other.run("held"))
-                theirs._store.release(theirs.key(other, "held"), owner, done.meta["ledger"]["run"])
-
-        thread = threading.Thread(target=finish_elsewhere)
-        thread.start()
+        thread = decided_elsewhere_soon(where, ledger, s, "held", "negative")
         start = time.monotonic()
         result = s.run("held")
         waited = time.monotonic() - start

@@ -12,8 +12,8 @@ import pytest
 
 import accord
 from accord import LedgerError, Retry, Stabilizer, Vote, models
-from accord._canonical import canonical_key
 from accord.ledger._keys import KEY_VERSION, Keys, describe, describe_policy, describe_schema, key_prefix, qualname
+from accord.read._canonical import canonical_key
 
 Sentiment = Literal["positive", "negative"]
 

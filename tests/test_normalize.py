@@ -4,8 +4,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from accord import Schema
-from accord._normalize import normalize
-from accord._read import Misreading, Reading, read
+from accord.read._normalize import normalize
+from accord.read._read import Misreading, Reading, read
 
 
 class Kind(str, Enum):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -11,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 import accord
-from accord._read import Misreading, Reading, read
+import corpus
+from accord.read._read import Misreading, Reading, read
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -252,11 +252,7 @@ def test_adversarial_input_is_read_in_bounded_work():
 
 def test_the_corpus_is_read_right_and_never_wrong():
     """tests/data/malformed: accord recovers >= 95% of the recoverable cases and no wrong value."""
-    sys.path[:0] = [str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")]  # the corpus first: its schemas, not benchmarks/schemas.py
-    try:
-        import parsing
-    finally:
-        del sys.path[:2]
+    parsing = corpus.parsing()
     cases = parsing.load()
     assert len(cases) >= 300
     rows = parsing.run_local("accord", parsing.LOCAL_TOOLS["accord"], cases, 1)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
-from accord._extract import _DECODER, _VALUE_STARTS, may_open
-from accord._read import Misreading, Reading, read
+from accord.read._extract import _DECODER, _VALUE_STARTS, may_open
+from accord.read._read import Misreading, Reading, read
 
 
 class Home(BaseModel):

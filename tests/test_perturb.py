@@ -116,7 +116,7 @@ def test_the_embedded_model_ships_its_noise_floor(local_model: TransformersBacke
 
 
 def test_compute_dtype_names_where_each_ballot_computes() -> None:
-    from accord._perturb import compute_dtype
+    from accord.vote._perturb import compute_dtype
 
     p = Perturb()  # precision, batch, attention, threads around float32
     assert [compute_dtype("float32", p.for_ballot(i)) for i in range(5)] == ["float32", "bfloat16"] + ["float32"] * 3

@@ -13,9 +13,9 @@ from pydantic import BaseModel, Field, model_validator
 
 import accord
 from accord import Schema, Stabilizer, Vote, models
-from accord._canonical import canonical_form, canonical_key
-from accord._normalize import normalize
-from accord._read import Reading, read
+from accord.read._canonical import canonical_form, canonical_key
+from accord.read._normalize import normalize
+from accord.read._read import Reading, read
 
 
 class Address(BaseModel):
@@ -70,7 +70,7 @@ def test_normalization_is_idempotent(data: Any) -> None:
 def test_normalization_never_makes_a_valid_value_invalid(data: Any) -> None:
     try:
         SCHEMA.validate(data)
-    except accord._schema.ValidationFailure:
+    except accord.schema._schema.ValidationFailure:
         return
     assert isinstance(read(json.dumps(data), SCHEMA), Reading)
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import accord
-from accord._read import Reading, read
+import corpus
+from accord.read._read import Reading, read
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "tests" / "data" / "malformed" / "readings.sha"
@@ -33,11 +34,7 @@ _INSERTS = ['"', "'", ",", "}", "]", "\n", "```", "{", "[", " ", "//", "#", ":"]
 
 
 def _cases() -> list[dict[str, Any]]:
-    sys.path[:0] = [str(ROOT / "tests" / "data" / "malformed"), str(ROOT / "benchmarks")]  # the corpus first: its schemas, not benchmarks/schemas.py
-    try:
-        import parsing
-    finally:
-        del sys.path[:2]
+    parsing = corpus.parsing()
     return parsing.load()  # type: ignore[no-any-return]
 
 

@@ -20,10 +20,10 @@ import pytest
 
 import accord
 from accord import Budget, Schema, Stabilizer, Vote
-from accord import _signature as signature
-from accord._prompt import SKELETON_CHARS, build_input, render_feedback, skeleton
-from accord._read import Reading, read
 from accord._types import Feedback
+from accord.prompt import _signature as signature
+from accord.prompt._prompt import SKELETON_CHARS, build_input, render_feedback, skeleton
+from accord.read._read import Reading, read
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recursive import SCHEMAS, SELF, Node

@@ -12,7 +12,7 @@ import pytest
 
 import accord
 from accord import Completion, Decided, Partial, Request, Retry, Stabilizer, Usage, Vote, models
-from accord._partial import Partials
+from accord.run._partial import Partials
 from reviews import GOOD, OTHER, Review
 
 

@@ -342,7 +342,7 @@ def _python(code: str) -> str:
 
 SCRIPT = """
 import accord, sys
-from accord import _telemetry
+from accord.observe import _telemetry
 stab = accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3))
 print(stab.run('q').value, _telemetry.tracer(stab.telemetry) is not None, sys.modules.get('opentelemetry') is not None, stab._watch('q') is None)
 """

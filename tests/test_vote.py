@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from accord import ConfigError, Tally, Vote, stop_when_confident, stop_when_unanimous, stop_when_unbeatable
-from accord._vote import Candidate, highest_score, share_above_half, smallest_key
+from accord.vote._vote import Candidate, highest_score, share_above_half, smallest_key
 
 
 def tally(counts: dict[str, int], done: int, k: int = 5, quorum: int = 3) -> Tally:

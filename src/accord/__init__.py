@@ -4,7 +4,6 @@
 """
 
 from . import determinism, models
-from ._canonical import Unordered
 from ._decorator import Stabilized, stabilize
 from ._errors import (
     AccordError,
@@ -18,20 +17,23 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
-from ._extract import Extract
-from ._gate import MarginGate
-from ._hooks import Hooks, RetryEvent
-from ._normalize import Normalize, casefold, collapse_whitespace, nfkc
-from ._partial import Decided, Partial
-from ._perturb import Perturb, Perturbation
-from ._prices import Prices
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
-from ._schema import Grammar, Regex, Schema, ValidationFailure
 from ._stabilizer import Stabilizer
-from ._telemetry import Telemetry
 from ._types import Completion, Feedback, Request, Settings, Usage
-from ._vote import (
+from ._version import __version__ as __version__
+from .ledger import Ledger
+from .observe._hooks import Hooks, RetryEvent
+from .observe._prices import Prices
+from .observe._telemetry import Telemetry
+from .read._canonical import Unordered
+from .read._extract import Extract
+from .read._normalize import Normalize, casefold, collapse_whitespace, nfkc
+from .run._partial import Decided, Partial
+from .schema._schema import Grammar, Regex, Schema, ValidationFailure
+from .vote._gate import MarginGate
+from .vote._perturb import Perturb, Perturbation
+from .vote._vote import (
     Candidate,
     StopRule,
     Tally,
@@ -42,9 +44,6 @@ from ._vote import (
     stop_when_unanimous,
     stop_when_unbeatable,
 )
-from .ledger import Ledger
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AccordError",

@@ -8,12 +8,12 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 from ._errors import ConfigError
-from ._partial import Decided, Partial
 from ._result import Result
 from ._stabilizer import Stabilizer
 from .backends._function import FunctionBackend, given_name, named_call
 from .backends._identity import Unnamed, digest_of, readable
 from .backends._identity import identity as identify
+from .run._partial import Decided, Partial
 
 _HOW = '@accord.stabilize(schema, ..., name="my-model-v1")'
 

@@ -3,37 +3,37 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 from . import _check
-from . import _telemetry as telemetry
-from ._errors import AccordError, ConfigError
-from ._examples import check_system, render_examples
-from ._extract import Extract
-from ._gate import MarginGate
-from ._hooks import Hooks
-from ._partial import Decided, Partial, Partials, changed
-from ._perturb import Perturb
-from ._prices import Prices
+from ._errors import ConfigError
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
-from ._schema import Schema
-from ._telemetry import Telemetry
-from ._types import Prompt, Settings, Usage
-from ._vote import Vote
+from ._threads import run_coroutine
+from ._types import Prompt, Settings
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
+from .observe import _telemetry as telemetry
+from .observe._hooks import Hooks
+from .observe._prices import Prices
+from .observe._telemetry import Telemetry
+from .prompt._examples import check_system, render_examples
+from .read._extract import Extract
 from .run._drive import adrive, drive
-from .run._loop import Policy, decide
-from .run._report import Progress, ended
+from .run._loop import decide
+from .run._map import many
+from .run._partial import Decided, Partial, Partials, changed
+from .run._policy import Policy
+from .run._report import ended
 from .run._stream import astream, stream
-from .run._threads import run_coroutine
 from .run._watch import Watch
+from .schema._schema import Schema
+from .vote._gate import MarginGate
+from .vote._perturb import Perturb
+from .vote._vote import Vote
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -335,42 +335,8 @@ class Stabilizer(Generic[T]):
     async def amap(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
     ) -> list[Result[T]]:
-        items = _check.prompts(prompts)  # never one string: "abc" is not three prompts
-        _check.integer("", "concurrency", concurrency)
-        for prompt in items:
-            _check.prompt(prompt)
-        limit = asyncio.Semaphore(concurrency)  # model calls in flight, across every prompt
-        turns = asyncio.Semaphore(concurrency)  # prompts started: a budget's clock starts with its turn
-        bar = Progress(len(items), progress)
-        batch = self._batch(refresh)  # the ledger's claims: a prompt another worker decides is waited for
-
-        async def one(prompt: Prompt) -> Result[T]:
-            watch = self._watch(prompt)  # a prompt another worker decided is a run (a replay) too
-            if batch is not None:
-                result: Result[T] = await batch.decide(prompt, turns, functools.partial(decide_one, watch=watch))
-            else:
-                async with turns:
-                    result = await decide_one(prompt, watch=watch)
-            ended(result, watch)
-            if watch is not None:
-                await watch.settle()
-            bar.advance()
-            return result
-
-        async def decide_one(prompt: Prompt, recalled: bool = False, *, watch: Watch | None = None) -> Result[T]:
-            try:
-                result = None if recalled else self._recall(prompt, refresh)
-                if result is None:
-                    pending = self._begin(prompt)
-                    result = await adrive(self._flow(prompt, pending, watch), self.model, limit, watch)
-                    result = self._remember(prompt, result, refresh, pending)
-            except Exception as exc:  # a bug below must not lose the other prompts
-                log.exception("prompt failed")
-                result = _failed(exc, self)
-            return result
-
-        with bar, batch if batch is not None else contextlib.nullcontext():
-            return list(await asyncio.gather(*(one(p) for p in items)))
+        """Async :meth:`map` (``run.many`` decides the batch)."""
+        return await many(self, _check.prompts(prompts), concurrency=concurrency, progress=progress, refresh=refresh)
 
     def _batch(self, refresh: bool) -> Any:
         batch = getattr(self.ledger, "batch", None)
@@ -392,8 +358,3 @@ def _deliver(result: Result[T]) -> Result[T]:
     if result.error is not None:
         raise result.error
     return result
-
-
-def _failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
-    error = exc if isinstance(exc, AccordError) else AccordError(f"{type(exc).__name__}: {exc}")
-    return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, stab.model.fingerprint, error=error)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from . import _check
 
 if TYPE_CHECKING:
-    from ._schema import Schema
+    from .schema._schema import Schema
 
 Message = dict[str, Any]
 Prompt = str | list[Message]

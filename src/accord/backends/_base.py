@@ -32,6 +32,17 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
 
 An object with ``generate`` that is not a Backend is wrapped by :func:`as_backend`, which reads
 these names from it once, at the boundary.
+
+The command line (``accord audit``, ``accord demo``) reads a few facts more, optional, each None
+where the backend does not know it; it too never ``getattr``s a backend:
+
+    dtype                     the deployment's compute dtype ("float32", "bfloat16", ...): the
+                              audit measures noise floors per dtype (default None)
+    tokenizer                 the local model's tokenizer (``encode(text, add_special_tokens=False)``):
+                              the audit counts raw outputs' divergence in its tokens, else in
+                              characters (default None: an HTTP backend)
+    conversion_seconds        the one-time GGUF conversion this load did, in seconds, which the
+                              demo reports apart from its time (default None: none was done)
 """
 
 from __future__ import annotations
@@ -42,11 +53,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, ConfigError
+from .._threads import spawn
 from .._types import Completion, Request
-from ..run._threads import spawn
 
 if TYPE_CHECKING:
-    from .._schema import Schema
+    from ..schema._schema import Schema
 
 DEFAULT_MAX_TOKENS = 512
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -102,6 +113,10 @@ class Backend:
     perturbable: bool = False
     default_max_tokens: int = DEFAULT_MAX_TOKENS
     reference: Backend | None = None
+    # What the command line reads (see the module docstring): optional, None when not known.
+    dtype: str | None = None
+    tokenizer: Any = None
+    conversion_seconds: float | None = None
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError

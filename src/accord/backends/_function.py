@@ -19,7 +19,7 @@ class FunctionBackend(Backend):
     """Calls ``fn(prompt)`` (or ``fn(prompt, request=request)`` when fn accepts ``request=``).
 
     ``prompt`` is what the user passed, a string or a list of messages, with the schema hint and
-    the retry feedback added (see ``accord._prompt``). fn may be sync or async and may return a
+    the retry feedback added (see ``accord.prompt._prompt``). fn may be sync or async and may return a
     string or a :class:`~accord.Completion`; a function that cannot be called so is a
     :class:`~accord.ConfigError` here.
 

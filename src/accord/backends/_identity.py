@@ -54,6 +54,40 @@ class Unnamed(Exception):
         self.reason = reason
 
 
+# accord's own modules that moved into role folders after the first key format: a key names each by
+# its path in that format, so what a ledger decided before the move still replays.
+_KEY_PATHS = {
+    "accord.read._read": "accord._read",
+    "accord.read._extract": "accord._extract",
+    "accord.read._jsonish": "accord._jsonish",
+    "accord.read._candidates": "accord._candidates",
+    "accord.read._coerce": "accord._coerce",
+    "accord.read._normalize": "accord._normalize",
+    "accord.read._validate": "accord._validate",
+    "accord.read._canonical": "accord._canonical",
+    "accord.read._deadline": "accord._deadline",
+    "accord.schema._schema": "accord._schema",
+    "accord.schema._metaschema": "accord._metaschema",
+    "accord.prompt._prompt": "accord._prompt",
+    "accord.prompt._signature": "accord._signature",
+    "accord.prompt._examples": "accord._examples",
+    "accord.vote._vote": "accord._vote",
+    "accord.vote._fieldwise": "accord._fieldwise",
+    "accord.vote._gate": "accord._gate",
+    "accord.vote._predict": "accord._predict",
+    "accord.vote._perturb": "accord._perturb",
+    "accord.observe._hooks": "accord._hooks",
+    "accord.observe._telemetry": "accord._telemetry",
+    "accord.observe._prices": "accord._prices",
+    "accord.run._partial": "accord._partial",
+}
+
+
+def key_path(module_name: str) -> str:
+    """The module path a ledger key names: the path of the first key format for a moved accord module."""
+    return _KEY_PATHS.get(module_name, module_name)
+
+
 def identity(fn: Any) -> str:
     """``fn``'s identity: its import path when it has one, else a derived one; Unnamed if neither."""
     return named(fn) or derived(fn)
@@ -90,7 +124,7 @@ def named(obj: Any) -> str | None:
         return None
     if module_name == "__main__":
         return f"__main__:{qualname}#{_digest(['main', _main()])}"
-    return f"{module_name}:{qualname}"
+    return f"{key_path(module_name)}:{qualname}"
 
 
 def derived(fn: Any) -> str:

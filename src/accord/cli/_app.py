@@ -21,7 +21,7 @@ app.command("serve")(serve_command)
 @app.command()
 def version() -> None:
     """Print accord's version."""
-    from .. import __version__
+    from .._version import __version__
 
     typer.echo(__version__)
 

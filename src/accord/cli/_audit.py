@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import AccordError, OutputError
-from .._perturb import Perturbation
-from .._prompt import build_input
-from .._read import Reading, read
 from .._result import Result
 from .._stabilizer import Stabilizer
 from .._types import Completion, Request, Settings
+from ..prompt._prompt import build_input
+from ..read._read import Reading, read
+from ..vote._perturb import Perturbation
 from ._audit_input import Item
 from ._metrics import MISSING, Spread, accuracy_by_condition, distinct, first_divergence, majority_share, total_agreement
 
@@ -36,7 +36,7 @@ Tick = Callable[[], None]
 @dataclass(frozen=True)
 class Condition:
     name: str
-    backend: Any
+    backend: Any  # a Backend: the audit reads its declared surface (``dtype``, ``tokenizer``)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def smallest_margin(margins: Sequence[float] | None) -> float | None:
 
 def tokenizer_of(conditions: Sequence[Condition]) -> Callable[[str], Sequence[Any]] | None:
     """Token ids by the first condition's tokenizer (local); None means characters (HTTP)."""
-    tokenizer = getattr(conditions[0].backend, "tokenizer", None) if conditions else None
+    tokenizer = conditions[0].backend.tokenizer if conditions else None
     if tokenizer is None:
         return None
     return lambda text: tokenizer.encode(text, add_special_tokens=False)
@@ -313,7 +313,7 @@ def measured_floors(conditions: Sequence[Condition]) -> dict[str, dict[str, floa
 
     floors: dict[str, dict[str, float]] = {}
     for condition in conditions:
-        dtype = getattr(condition.backend, "dtype", None)
+        dtype = condition.backend.dtype
         if dtype is None or dtype in floors or not hasattr(condition.backend, "model"):
             continue
         try:

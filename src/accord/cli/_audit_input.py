@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .._errors import AccordError, ConfigError, UnsupportedSchema
-from .._read import Reading, read
-from .._schema import Schema
 from .._types import Prompt
+from ..read._read import Reading, read
+from ..schema._schema import Schema
 
 DEFAULT_SCHEMA = "str"
 _BUILTINS = {"str": str, "int": int, "float": float, "bool": bool}

@@ -28,10 +28,10 @@ from rich.text import Text
 
 from .. import models
 from .._errors import AccordError, ModelNotInstalled
-from .._perturb import Perturb
 from .._stabilizer import Stabilizer
 from .._types import Settings
-from .._vote import Vote
+from ..vote._perturb import Perturb
+from ..vote._vote import Vote
 
 RAW_TOKENS = 24
 
@@ -91,7 +91,7 @@ def demo(console: Console | None = None, model: Any = None) -> None:
     except ModelNotInstalled as exc:
         console.print(f"[red]{exc.message}[/]")
         raise SystemExit(1) from None
-    converted = getattr(model, "conversion_seconds", None)
+    converted = model.conversion_seconds
     if converted:
         console.print(f"converted the GGUF to safetensors once, in {converted:.1f} s (excluded from the time below)")
     console.print(f"loaded {model.model_id} ({model.dtype}, {model.device}) from {model.path}")

@@ -18,7 +18,7 @@ import typer
 
 from .._errors import AccordError
 from ..ledger import Ledger, default_path, exists, migrate
-from ..ledger._store import shown
+from ..ledger._open import shown
 
 T = TypeVar("T")
 

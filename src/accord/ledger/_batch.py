@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigError
 from .._result import Result
 from . import _codec
-from ._ledger import HANDED, Pending, _brief
+from ._pending import HANDED, Pending, brief
 from ._store import Answer, Entry, Holder
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Batch:
         except ConfigError:  # a model without an identity: refused, never a guess
             raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember reports what it cannot store
-            log.warning("accord ledger: no key for a prompt, deciding it without a claim (%s)", _brief(exc))
+            log.warning("accord ledger: no key for a prompt, deciding it without a claim (%s)", brief(exc))
             return None
 
     def _take(self, entry: Entry | None) -> tuple[str, Any]:
@@ -156,7 +156,7 @@ class Batch:
         try:
             claim = self._store.claim(entry, self.owner, lease=self._lease, ttl=ledger.ttl, refresh=self.refresh, begin=True)
         except Exception as exc:  # noqa: BLE001 - the ledger never costs the answer
-            log.warning("accord ledger: cannot claim a prompt, deciding it without a claim (%s)", _brief(exc))
+            log.warning("accord ledger: cannot claim a prompt, deciding it without a claim (%s)", brief(exc))
             return "unclaimed", None
         if claim.state == "taken" and claim.holder is not None and self._take_over(key, claim.holder.owner):
             return self._take(entry)
@@ -182,7 +182,7 @@ class Batch:
         try:
             found = self._store.look(keys)
         except Exception as exc:  # noqa: BLE001 - then the claim says what it can
-            log.warning("accord ledger: cannot look at a prompt's answer and claim (%s)", _brief(exc))
+            log.warning("accord ledger: cannot look at a prompt's answer and claim (%s)", brief(exc))
             return None, None
         now = time.monotonic()
         for other in keys[1:]:
@@ -194,7 +194,7 @@ class Batch:
         try:
             return _codec.decode(answer, self.stabilizer.schema)
         except Exception as exc:  # noqa: BLE001 - a stored answer that no longer validates: decided afresh
-            log.warning("accord ledger: %s (%s)", failed, _brief(exc))
+            log.warning("accord ledger: %s (%s)", failed, brief(exc))
             return None
 
     def _done(self, key: str, result: Result[Any] | None) -> None:
@@ -212,7 +212,7 @@ class Batch:
             try:
                 self._store.release(key, self.owner, run)
             except Exception as exc:  # noqa: BLE001 - the claim then runs out with its lease
-                log.warning("accord ledger: cannot let go of a claim, it runs out in %g s (%s)", self._lease, _brief(exc))
+                log.warning("accord ledger: cannot let go of a claim, it runs out in %g s (%s)", self._lease, brief(exc))
         future = self._held.pop(key, None)
         if future is not None and not future.done():
             future.set_result(run)
@@ -224,7 +224,7 @@ class Batch:
         try:
             self._store.release(key, owner, None)
         except Exception as exc:  # noqa: BLE001 - then its lease runs out
-            log.warning("accord ledger: cannot take over a dead worker's claim (%s)", _brief(exc))
+            log.warning("accord ledger: cannot take over a dead worker's claim (%s)", brief(exc))
             return False
         return True
 
@@ -232,7 +232,7 @@ class Batch:
         try:
             return _codec.decode(self._store.replay(run), self.stabilizer.schema)
         except Exception as exc:  # noqa: BLE001 - then the prompt is claimed again
-            log.warning("accord ledger: cannot replay another worker's answer (%s)", _brief(exc))
+            log.warning("accord ledger: cannot replay another worker's answer (%s)", brief(exc))
             return None
 
     # -- waiting for other workers -----------------------------------------------------------
@@ -268,7 +268,7 @@ class Batch:
             except Exception as exc:  # noqa: BLE001 - keep waiting, up to a lease
                 if blind_since is None:
                     blind_since = now
-                    log.warning("accord ledger: cannot see other workers' claims (%s)", _brief(exc))
+                    log.warning("accord ledger: cannot see other workers' claims (%s)", brief(exc))
                 if now - blind_since >= self._lease:  # their claims would have run out by now: decide here
                     for key in keys:
                         self._wake(key, None, None)
@@ -308,7 +308,7 @@ class Batch:
                 failing = False
             except Exception as exc:  # noqa: BLE001 - the claims may run out: then another worker decides them too
                 if not failing:
-                    log.warning("accord ledger: cannot renew this worker's claims, they run out in %g s (%s)", self._lease, _brief(exc))
+                    log.warning("accord ledger: cannot renew this worker's claims, they run out in %g s (%s)", self._lease, brief(exc))
                 failing = True
 
 

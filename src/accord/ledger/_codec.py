@@ -13,10 +13,10 @@ import hashlib
 import json
 from typing import Any
 
-from .._canonical import escape_surrogates
 from .._result import Ballot, Result
-from .._schema import Schema
 from .._types import Usage
+from ..read._canonical import escape_surrogates
+from ..schema._schema import Schema
 from ._store import Answer, EncodedRun, RunRow
 
 

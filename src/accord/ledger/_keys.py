@@ -23,11 +23,11 @@ import types
 import weakref
 from typing import Any, NamedTuple
 
-from .._canonical import canonical_key
 from .._errors import ConfigError, LedgerError
-from .._schema import Schema
-from ..backends._identity import Unnamed, named, readable
+from ..backends._identity import Unnamed, key_path, named, readable
 from ..backends._identity import identity as identify
+from ..read._canonical import canonical_key
+from ..schema._schema import Schema
 from ._store import Entry
 
 KEY_VERSION = 1  # bump when the key material changes shape: old answers then miss, never go stale
@@ -182,4 +182,4 @@ def _unbound_builtin(obj: Any) -> bool:
 
 def qualname(obj: Any) -> str:
     """``module:qualname`` of a function or class (of the object's type when it has none)."""
-    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+    return f"{key_path(getattr(obj, '__module__', '?'))}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"

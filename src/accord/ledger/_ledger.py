@@ -19,38 +19,29 @@ Everything is JSON; nothing is pickled or evaluated. A failed write never loses 
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from .._errors import ConfigError, LedgerError
-from .._result import Ballot, Result
+from .._result import Result
 from . import _codec
+from ._batch import Batch
 from ._keys import Keys, key_prefix
 from ._migrations import Copied, copy
-from ._store import exists, is_dsn, open_store, shown
-
-if TYPE_CHECKING:
-    from ._batch import Batch
+from ._open import exists, is_dsn, open_store, shown
+from ._pending import HANDED, Pending, brief
 
 log = logging.getLogger("accord")
 T = TypeVar("T")
 
 _EXPORT_BATCH = 500  # runs per read while exporting
-
-# The run a batch's claim opened for the prompt this task decides now (``Batch.decide`` sets it
-# around the decision): ``begin`` takes it instead of opening another, and ``remember`` lets go
-# of the claim in the transaction that stores the run.
-HANDED: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("accord_ledger_handed", default=None)
-
 
 def default_path() -> Path:
     """``ledger.sqlite3`` in the user data dir (platformdirs), e.g. ``~/.local/share/accord``."""
@@ -128,7 +119,7 @@ class Ledger:
         except ConfigError:  # a model without an identity: refused, never a guess
             raise
         except Exception as exc:  # noqa: BLE001 - a broken ledger must never stop a run
-            log.warning("accord ledger: recall failed, deciding afresh (%s)", _brief(exc))
+            log.warning("accord ledger: recall failed, deciding afresh (%s)", brief(exc))
             return None
 
     def begin(self, stabilizer: Any, prompt: Any) -> Pending | None:
@@ -148,7 +139,7 @@ class Ledger:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember stores its ballots
-            log.warning("accord ledger: cannot open the run (%s); its ballots are stored when it ends", _brief(exc))
+            log.warning("accord ledger: cannot open the run (%s); its ballots are stored when it ends", brief(exc))
             return None
         return Pending(self, run_id)
 
@@ -173,20 +164,18 @@ class Ledger:
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed write never costs the answer
-            log.warning("accord ledger: the run was not recorded (%s); returning its answer", _brief(exc))
+            log.warning("accord ledger: the run was not recorded (%s); returning its answer", brief(exc))
             return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})
         if winner is not None:
             try:  # the first writer's answer; what this run spent deciding it too is its usage
                 return dataclasses.replace(_codec.decode(self._store.replay(winner), stabilizer.schema), usage=result.usage)
             except Exception as exc:  # noqa: BLE001 - then the caller gets its own answer
-                log.warning("accord ledger: cannot replay the first writer's answer (%s)", _brief(exc))
+                log.warning("accord ledger: cannot replay the first writer's answer (%s)", brief(exc))
         return _with_meta(result, ledger={"key": entry.key, "run": run_id})
 
     def batch(self, stabilizer: Any, *, refresh: bool = False) -> Batch:
         """The claims of one ``stabilizer.map`` over this ledger, so that workers running the same
         batch at once decide each prompt once (:mod:`._batch`); a context manager."""
-        from ._batch import Batch
-
         return Batch(self, stabilizer, refresh=refresh)
 
     # -- reading it back (the CLI) -----------------------------------------------------------
@@ -244,41 +233,8 @@ def migrate(source: str | os.PathLike[str], target: str, *, timeout: float = 5.0
         destination.close()
 
 
-class Pending:
-    """A run in progress: ``record`` stores each ballot as it is made (the run's ``on_ballot``).
-
-    One opened by a batch's claim names the claim's ``key`` and ``owner``: ``remember`` lets go of
-    the claim with the run (``released``), naming the key's ``answer`` (its accepted run).
-    """
-
-    def __init__(self, ledger: Ledger, run_id: int, *, key: str | None = None, owner: str | None = None) -> None:
-        self.ledger = ledger
-        self.run_id = run_id
-        self.key, self.owner = key, owner
-        self.begun = False  # ``begin`` handed it to the run
-        self.released = False
-        self.answer: int | None = None
-        self._seq = 0
-        self._lock = threading.Lock()
-
-    def record(self, ballot: Ballot) -> None:
-        with self._lock:
-            seq, self._seq = self._seq, self._seq + 1
-        body = _codec.ballot_body(ballot)
-        try:
-            self.ledger._store.record_ballot(self.run_id, seq, ballot.status, body)
-        except Exception as exc:  # noqa: BLE001 - the final write stores every ballot again
-            log.warning("accord ledger: a ballot was not stored yet (%s)", _brief(exc))
-
-
 def _with_meta(result: Result[T], **extra: Any) -> Result[T]:
     new = dataclasses.replace(result, meta={**result.meta, **extra})
     if result.error is not None:
         result.error.result = new  # the raised error carries the Result the caller would see
     return new
-
-
-def _brief(exc: BaseException) -> str:
-    """An error in one line, for logs: its type and message, never the request."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text[:300]}"

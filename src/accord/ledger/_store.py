@@ -16,19 +16,14 @@ times are Unix seconds; run ids are positive integers, increasing in the order r
 Every operation is atomic. Every failure is a :class:`~accord.LedgerError` whose message says
 what to do and never holds a password.
 
-:func:`open_store` chooses the store by the path: an SQLite file (:mod:`._sqlite`) or a
-``postgresql://`` DSN (:mod:`._postgres`).
+:func:`~._open.open_store` (in :mod:`._open`, above the stores) chooses the store by the path:
+an SQLite file (:mod:`._sqlite`) or a ``postgresql://`` DSN (:mod:`._postgres`).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple, Protocol
-
-from .._errors import LedgerError
 
 RunOutcome = str  # "accepted" | "unstable" | "failed" | "interrupted" (opened, never finished)
 
@@ -213,50 +208,6 @@ class Store(Protocol):
     def close(self) -> None:
         """Release the connection (a store used again reopens it)."""
         ...
-
-
-def is_dsn(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` names a database server rather than a file."""
-    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(path: str | os.PathLike[str], *, timeout: float) -> Store:
-    """The store for ``path``: a PostgreSQL database for a DSN, else an SQLite file (created when missing)."""
-    # the stores are imported here, not above: they import this module's rows
-    if is_dsn(path):
-        need_psycopg()
-        from ._postgres import PostgresStore
-
-        return PostgresStore(str(path), timeout=timeout)
-    from ._sqlite import SQLiteStore
-
-    return SQLiteStore(path, timeout=timeout)
-
-
-def exists(path: str | os.PathLike[str], *, timeout: float = 5.0) -> bool:
-    """Whether a ledger is at ``path`` already (looking creates nothing): the file, or the schema in the database."""
-    if is_dsn(path):
-        need_psycopg()
-        from ._postgres_connection import has_ledger
-
-        return has_ledger(str(path), timeout=timeout)
-    return Path(path).is_file()
-
-
-def shown(path: str | os.PathLike[str]) -> str:
-    """A path or DSN as messages show it: a DSN without its password (nor any option)."""
-    if is_dsn(path):
-        need_psycopg()
-        from ._postgres_connection import redact
-
-        return redact(str(path))
-    return str(path)
-
-
-def need_psycopg() -> None:
-    """LedgerError saying how to install psycopg 3 when it is missing (it is imported only for a DSN)."""
-    if importlib.util.find_spec("psycopg") is None:
-        raise LedgerError("a postgresql:// ledger needs psycopg 3: pip install 'accord[postgres]'")
 
 
 def run_row(row: Sequence[Any]) -> RunRow:

@@ -5,5 +5,6 @@
     _calls     what the loop and its drivers exchange: Call, Step, Outcome, Queued; _policy: Policy
     _box       the ballot box: tally, verdict (gate, vote, fieldwise, predicted ballots), winner
     _outcome   the Result and the typed error, built from the box and the ballots
-    _drive     the sync and async drivers (they only call the backend and wait); _threads
+    _drive     the sync and async drivers (they only call the backend and wait)
+    _map       many prompts at once (Stabilizer.map): the concurrency limits, the ledger's claims, input order
 """

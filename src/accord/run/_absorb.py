@@ -20,14 +20,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError
-from .._gate import MarginGate
-from .._read import Misreading, Reading, read
 from .._result import Ballot
 from .._retry import looping
-from .._schema import Schema
 from .._types import Completion, Feedback, Request, Settings, Usage
-from .._vote import Vote
 from ..backends._base import Backend
+from ..read._read import Misreading, Reading, read
+from ..schema._schema import Schema
+from ..vote._gate import MarginGate
+from ..vote._vote import Vote
 from ._box import Box
 from ._calls import Call, Outcome, Slot
 from ._policy import Policy

@@ -24,18 +24,18 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .. import _fieldwise as fieldwise
-from .._canonical import canonical_form, canonical_key
-from .._schema import Schema, ValidationFailure
-from .._vote import Tally, Vote
+from ..read._canonical import canonical_form, canonical_key
+from ..schema._schema import Schema, ValidationFailure
+from ..vote import _fieldwise as fieldwise
+from ..vote._vote import Tally, Vote
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .._errors import AccordError
-    from .._predict import Computation, Floors
-    from .._read import Reading
     from .._result import Ballot
+    from ..read._read import Reading
+    from ..vote._predict import Computation, Floors
 
 BUDGET = "budget"
 FAILED = frozenset({"no quorum", "no valid ballot", BUDGET})  # any other reason (a stop rule's own too) accepts

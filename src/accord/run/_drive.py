@@ -14,9 +14,9 @@ from concurrent import futures
 from typing import Any
 
 from .._result import Result
+from .._threads import spawn
 from ..backends._base import Backend
-from ._loop import Call, Outcome, Queued, Step
-from ._threads import spawn
+from ._calls import Call, Outcome, Queued, Step
 from ._watch import Watch
 
 Flow = Generator[Step, Sequence[Outcome | Queued], Result[Any]]

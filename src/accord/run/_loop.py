@@ -45,17 +45,17 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._examples import with_preamble
-from .._extract import shape_of
-from .._gate import MarginGate
-from .._hooks import RetryEvent
-from .._predict import Floors
-from .._prompt import build_input
 from .._result import Ballot, Result
-from .._schema import Schema
 from .._types import Feedback, Prompt, Request, Settings, Usage
-from .._vote import Vote
 from ..backends._base import Backend
+from ..observe._hooks import RetryEvent
+from ..prompt._examples import with_preamble
+from ..prompt._prompt import build_input
+from ..read._extract import shape_of
+from ..schema._schema import Schema
+from ..vote._gate import MarginGate
+from ..vote._predict import Floors
+from ..vote._vote import Vote
 from . import _outcome as outcome
 from . import _reference as referred
 from ._absorb import Absorb

@@ -29,7 +29,7 @@ from ..determinism import environment as versions
 from ._box import BUDGET, Box, Verdict
 
 if TYPE_CHECKING:
-    from ._loop import Call
+    from ._calls import Call
 
 
 def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:

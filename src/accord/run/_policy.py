@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._extract import Extract
-from .._prices import Prices
 from .._result import Ballot
 from .._retry import Budget, Retry
 from .._types import Settings
-from .._vote import Vote
+from ..observe._prices import Prices
+from ..read._extract import Extract
+from ..vote._vote import Vote
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 from .._errors import BackendError
 from .._result import Result
+from .._threads import spawn
 from .._types import Completion
 from ..backends._base import Backend
+from ._calls import Call, Outcome
 from ._drive import _NO_LIMIT, Flow
-from ._loop import Call, Outcome
-from ._threads import spawn
 from ._watch import Watch
 
 STREAMED_SLOT = 0  # the first ballot: the one a reader sees as it is written

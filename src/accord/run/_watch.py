@@ -24,19 +24,20 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from .. import _hooks as hooks
-from .. import _telemetry as telemetry
-from .._extract import shape_of
-from ._threads import run_coroutine
+from .._threads import run_coroutine
+from ..observe import _hooks as hooks
+from ..observe import _telemetry as telemetry
+from ..read._extract import shape_of
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .._hooks import Hooks, RetryEvent
     from .._result import Ballot, Result
-    from .._schema import Schema
     from ..backends._base import Backend
-    from ._loop import Call, Policy
+    from ..observe._hooks import Hooks, RetryEvent
+    from ..schema._schema import Schema
+    from ._calls import Call
+    from ._policy import Policy
 
 
 class Watch:

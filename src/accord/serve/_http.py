@@ -6,8 +6,9 @@ over httpcore and anyio) costs several milliseconds of CPU a call on a small mac
 what the call itself needs (benchmarks/serve.py), and the proxy makes every ballot through it.
 This does what those calls need and no more: a POST with a body, an answer with
 ``content-length`` or ``chunked`` encoding, TLS for ``https://``, one timeout over the whole
-exchange, and a connection used again only when its answer was read to the end (a kept one the
-server had closed is retried once on a new one). Failures are the HTTP package's own exceptions
+exchange, and a connection used again only when its answer was read to the end. A kept
+connection the server has closed (its keep-alive timeout passed) is dropped before it is used; one
+it closes as the request goes out is retried once, on a new connection. Failures are the HTTP package's own exceptions
 (``ConnectError``, ``ReadTimeout``, ``RemoteProtocolError``). Streamed answers, proxies from the
 environment (:func:`usable`) and everything else go through the full transport.
 """
@@ -72,6 +73,22 @@ class _Connection:
         with contextlib.suppress(Exception):
             self.writer.close()
 
+    @property
+    def closed(self) -> bool:
+        """The server closed it while it was idle (its end seen), or it is closing."""
+        return self.reader.at_eof() or self.writer.is_closing()
+
+
+def _alive(idle: list[_Connection]) -> _Connection | None:
+    """The most recently kept connection still open; those the server closed are dropped (a
+    server closes idle connections after its keep-alive timeout: uvicorn's is 5 s)."""
+    while idle:
+        conn = idle.pop()
+        if not conn.closed:
+            return conn
+        conn.close()
+    return None
+
 
 class LeanClient:
     """POSTs over kept-alive connections (see the module docstring); ``http``: the HTTP package
@@ -95,8 +112,10 @@ class LeanClient:
     async def _exchange(self, origin: Origin, message: bytes) -> Answer:
         for attempt in (0, 1):
             idle = self._idle[origin]
-            reused = bool(idle)
-            conn = idle.pop() if reused else await self._connect(origin)
+            conn = _alive(idle) if attempt == 0 else None  # the retry: on a new connection, never another kept one
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(origin)
             try:
                 conn.writer.write(message)
                 await conn.writer.drain()

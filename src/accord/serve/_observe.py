@@ -98,7 +98,7 @@ class Tracing:
         provider = self.provider or trace.get_tracer_provider()
         if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
             return None  # nothing configured yet: looked at again a little later
-        from .. import __version__
+        from .._version import __version__
 
         self._trace = trace
         self._tracer = provider.get_tracer("accord.serve", __version__)

@@ -179,8 +179,75 @@ def bare_answer_cases() -> list[dict[str, Any]]:
     return out
 
 
+# Issue 29: a word or a number that says one value is read (its coercion recorded); one that
+# negates, hedges, contradicts itself or has two readings says no value (null), the whole answer
+# or a field, a list item, a value under Optional.
+REFUSED_CHOICES = ["not positive", "Not negative.", "definitely not neutral", "It isn't positive.", "maybe positive",
+                   "probably negative", "positive?", "positive or negative", "neither", "Neither positive nor negative."]
+READ_CHOICES = [("Positive.", "positive"), ("**Negative**", "negative"), ("'neutral'", "neutral"), ("Positive!", "positive"),
+                ("Sentiment: positive", "positive")]
+REFUSED_FLAGS = ["not true", "yes and no", "Yes and no.", "maybe yes", "Not false.", "yes or no"]
+READ_FLAGS = [("Yes.", True), ("No!", False), ("**True**", True), ("No, it is not.", False)]
+READ_AMOUNTS = [("$1.50", 1.5), ("1/2", 0.5), ("3/4", 0.75), ("45%", 45), ("1,234.5", 1234.5), ("3x10^8", 300000000),
+                ("The total is 12.5.", 12.5)]
+REFUSED_AMOUNTS = ["0,5", "3,14", "1,234", "1.234,5", "about 4.5", "4.5-5", "~4.5", "not 4.5", "between 4 and 5"]
+READ_COUNTS = [("2^10", 1024), ("10^6", 1000000), ("$12", 12), ("1,234", 1234), ("12 items", 12), ("The answer is 42.", 42)]
+REFUSED_COUNTS = ["40-45", "about 40", "about 40-45", "~40", "3/4", "40+", "between 40 and 45", "3 or 4", "2 + 3 = 5 or 6"]
+NULL_LIKES = ["", "N/A", "null", "None", "n/a"]
+
+
+def reading_cases() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(cls: str, ref: str, text: str, label: Any) -> None:
+        out.append({"class": cls, "schema": ref, "text": text, "label": label})
+
+    for text in REFUSED_CHOICES:
+        cls = "negated choice" if "not" in text.lower() or "n't" in text else "hedged choice"
+        add(cls, "tasks:Sentiment", text, None)
+        add(cls + " (field)", "schemas:Verdict", json.dumps({"sentiment": text, "ok": True}), None)
+        add(cls + " (list item)", "schemas:Labels", json.dumps({"labels": ["neutral", text]}), None)
+    for text, member in READ_CHOICES:
+        add("choice written another way", "tasks:Sentiment", text, member)
+        add("choice written another way (field)", "schemas:Verdict", json.dumps({"sentiment": text, "ok": True}),
+            {"sentiment": member, "ok": True})
+        add("choice written another way (list item)", "schemas:Labels", json.dumps({"labels": [text, "neutral"]}),
+            {"labels": [member, "neutral"]})
+    for text in REFUSED_FLAGS:
+        add("contradicting yes/no", "schemas:Flag", text, None)
+        add("contradicting yes/no (field)", "schemas:Verdict", json.dumps({"sentiment": "neutral", "ok": text}), None)
+    for text, value in READ_FLAGS:
+        add("yes/no written another way", "schemas:Flag", text, value)
+        add("yes/no written another way (field)", "schemas:Verdict", json.dumps({"sentiment": "neutral", "ok": text}),
+            {"sentiment": "neutral", "ok": value})
+    for text, value in READ_AMOUNTS:
+        add("number form with one reading", "schemas:Amount", text, value)
+        add("number form with one reading (field)", "schemas:Price",
+            json.dumps({"unit_price": text, "quantity": 1, "discount": None}), {"unit_price": value, "quantity": 1, "discount": None})
+        add("number form with one reading (under Optional)", "schemas:Price",
+            json.dumps({"unit_price": 1, "quantity": 1, "discount": text}), {"unit_price": 1, "quantity": 1, "discount": value})
+    for text in REFUSED_AMOUNTS:
+        add("number form with two readings", "schemas:Amount", text, None)
+        add("number form with two readings (field)", "schemas:Price",
+            json.dumps({"unit_price": text, "quantity": 1, "discount": None}), None)
+        add("number form with two readings (under Optional)", "schemas:Price",
+            json.dumps({"unit_price": 1, "quantity": 1, "discount": text}), None)
+    for text, value in READ_COUNTS:
+        add("number form with one reading", "schemas:Count", text, value)
+        add("number form with one reading (field)", "schemas:Price",
+            json.dumps({"unit_price": 2.5, "quantity": text, "discount": 0.1}), {"unit_price": 2.5, "quantity": value, "discount": 0.1})
+    for text in REFUSED_COUNTS:
+        add("number form with two readings", "schemas:Count", text, None)
+        add("number form with two readings (field)", "schemas:Price",
+            json.dumps({"unit_price": 2.5, "quantity": text, "discount": 0.1}), None)
+    for text in NULL_LIKES:
+        add("null-like (under Optional)", "schemas:Price", json.dumps({"unit_price": 2.5, "quantity": 3, "discount": text}),
+            {"unit_price": 2.5, "quantity": 3, "discount": None})
+    return out
+
+
 def main() -> None:
-    cases = profile_cases() + person_cases() + contact_cases() + bare_answer_cases()
+    cases = profile_cases() + person_cases() + contact_cases() + bare_answer_cases() + reading_cases()
     with (HERE / "handwritten.jsonl").open("w") as out:
         for n, case in enumerate(cases):
             out.write(json.dumps({"id": f"hand-{n:03d}", "source": "hand-written", **case}, ensure_ascii=False) + "\n")

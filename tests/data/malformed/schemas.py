@@ -23,3 +23,24 @@ class Contact(BaseModel):
     email: Optional[str]  # required, but may be null  # noqa: UP045 - the corpus runs on Python 3.10 too
     kind: Literal["person", "company"]
     phone: Union[int, str] = ""  # noqa: UP007
+
+
+# Issue 29: what a word or a number says, the whole answer or a field (negations, hedges, number forms, null-likes).
+Flag = bool
+Amount = float
+Count = int
+
+
+class Verdict(BaseModel):
+    sentiment: Literal["positive", "negative", "neutral"]
+    ok: bool
+
+
+class Labels(BaseModel):
+    labels: list[Literal["positive", "negative", "neutral"]]
+
+
+class Price(BaseModel):
+    unit_price: float
+    quantity: int
+    discount: Optional[float]  # noqa: UP045

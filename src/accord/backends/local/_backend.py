@@ -26,9 +26,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from ..._errors import AccordError, BackendError, ConfigError
-from ..._perturb import Perturbation
+from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
-from ...run._threads import aiterate, spawn
+from ...vote._perturb import Perturbation
 from .._base import Backend, Noise
 from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
@@ -57,7 +57,6 @@ class TransformersBackend(Backend):
     constrains = True
     gives_margins = True
     perturbable = True
-    conversion_seconds: float | None = None  # the embedded model's one-time GGUF conversion, when this load did it
 
     def __init__(
         self,
@@ -110,7 +109,7 @@ class TransformersBackend(Backend):
         return self._fingerprint
 
     @property
-    def dtype(self) -> str:
+    def dtype(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
     @property

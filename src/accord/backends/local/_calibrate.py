@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..._perturb import KINDS, Perturbation
+from ...vote._perturb import KINDS, Perturbation
 from ._perturbed import Local, perturbed
 
 log = logging.getLogger("accord")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import ConfigError, UnsupportedSchema
-from ..._schema import Schema
+from ...schema._schema import Schema
 from ._engines import ENGINES, CompileError, Engine, Worker
 
 DEFAULT_ENGINES = ("llguidance", "xgrammar", "outlines_core")

@@ -1,4 +1,4 @@
-"""One local generate call under a perturbation (see ``accord._perturb``).
+"""One local generate call under a perturbation (see ``accord.vote._perturb``).
 
 ``perturbed(backend, perturbation, inputs)`` yields the model and inputs to generate with, and
 restores everything on exit:
@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..._perturb import Perturbation, compute_dtype
 from ..._types import Prompt
+from ...vote._perturb import Perturbation, compute_dtype
 
 NEIGHBOUR = (
     "Write a detailed travel guide for a week in the mountains: where to stay, which trails to walk "

@@ -49,8 +49,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..._errors import ConfigError
+from ..._threads import spawn
 from ..._types import Completion, Request
-from ...run._threads import spawn
 from .._base import Backend, Noise
 from . import _drivers as drivers
 from . import _spread as spreading

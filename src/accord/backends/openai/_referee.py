@@ -36,8 +36,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..._schema import Schema
 from ..._types import Completion, Request
+from ...schema._schema import Schema
 from .._base import Backend, Noise
 from . import _calibrate as calibration
 from . import _wire as wire

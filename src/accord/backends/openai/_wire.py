@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..._prompt import build_input
-from ..._schema import Schema
 from ..._types import Completion, Message, Request, Usage
+from ...prompt._prompt import build_input
+from ...schema._schema import Schema
 from ._caps import Known
 from ._errors import Malformed
 

@@ -1,0 +1,14 @@
+"""Reading: one model output to a validated value, or a misreading with feedback.
+
+Read top to bottom, in the order a text goes through them:
+
+    _read       the pipeline: strictly first, then leniently; the one entry point (``read``)
+    _deadline   the bound on a reading's work (a deadline, sizes), so hostile text ends in time
+    _extract    stage 3, extract: the strict reading (fences, prose around the value, the first value)
+    _candidates every value a text may hold, in the order preferred on a tie
+    _jsonish    the lenient reader of JSON-like text (what json.loads refuses), saying what it did
+    _normalize  stage 4, normalize: extracted data into the form the schema expects
+    _coerce     schema-aligned coercion, only where the schema says how, recorded
+    _validate   stage 5, validate: data to a value (pydantic or jsonschema), errors as data
+    _canonical  stage 6, canonicalize: the vote key of a validated value
+"""

@@ -1,0 +1,323 @@
+"""Stage 3, extract: from raw model text to JSON-like data, with bounded work.
+
+The strict reading: markdown fences, prose around the value, the first complete JSON value, and a
+bare choice word, number or yes/no. When it finds no valid value, ``_read`` reads the text again
+leniently and by the schema (``_candidates``, ``_jsonish``, ``_coerce``) unless the
+:class:`Extract` policy is strict. Input longer than ``MAX_CHARS`` or nested deeper than
+``MAX_DEPTH`` fails fast with :class:`ExtractionFailure` (never a hang or a RecursionError). An
+echoed JSON Schema or type signature is recognised (:func:`echoed`) and is never a value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _check
+from ..schema._schema import Schema
+from ._numbers import number
+from ._words import Refusal, boolean, choice, fold
+
+MAX_CHARS = 1_000_000
+MAX_DEPTH = 256
+_MAX_DECODE_TRIES = 64
+WHOLE = -1  # in ``misses``: the whole text is no JSON value
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+_OPEN = re.compile(r"[\[{]")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
+_SPACES = frozenset(" \t\n\r")
+_OBJECT_GOES_ON = frozenset('"}')
+_VALUE_STARTS = frozenset('"{[-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
+_ARRAY_GOES_ON = _VALUE_STARTS | {"]"}
+_LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
+
+
+@dataclass(frozen=True)
+class Extract:
+    """How model text becomes data: ``Stabilizer(..., extract=accord.Extract(strict=True))``.
+
+    By default (``strict=False``) a text that does not read as valid JSON of the schema is read
+    again leniently and by the schema: broken JSON repaired, every candidate value in the text
+    scored, schema-justified coercions made, and each repair recorded in ``Ballot.coercions``.
+    ``strict=True`` turns every repair off: only JSON as written (in a fence or in prose) or a
+    bare choice, number or yes/no word is read; normalization and validation are unchanged.
+    ``max_seconds``: the most reading one output may take (extract, normalize, validate,
+    canonicalize; a catastrophic regular expression or a huge grammar input included), bounded
+    further by what the run's ``Budget(max_seconds=...)`` has left; past it the output is invalid
+    (``"type": "timeout"``). None: no limit but the budget's.
+    """
+
+    strict: bool = False
+    max_seconds: float | None = 10.0
+
+    def __post_init__(self) -> None:
+        _check.boolean("Extract", "strict", self.strict)
+        _check.number("Extract", "max_seconds", self.max_seconds, strict=True, optional=True)
+
+
+class ExtractionFailure(Exception):
+    """The text holds no value of the expected shape; ``errors`` are structured like validation's."""
+
+    def __init__(self, message: str, kind: str = "extract") -> None:
+        super().__init__(message)
+        self.errors = [{"loc": (), "msg": message, "type": kind}]
+
+
+def shape_of(schema: Schema[Any]) -> str:
+    """What to look for in the text: "json", "choice", "number", "bool" or "text"."""
+    if schema.kind == "choice":
+        return "choice"
+    if schema.kind in {"regex", "grammar"}:
+        return "text"
+    if schema.kind == "scalar":
+        return {int: "number", float: "number", bool: "bool", str: "text"}[schema.source]
+    root = schema.json_schema or {}
+    members = root["enum"] if isinstance(root.get("enum"), list) else [root["const"]] if "const" in root else None
+    if members is not None and not any(isinstance(m, (dict, list)) for m in members):
+        return "choice"  # an enum or const of objects or lists is read as JSON (never unwrapped)
+    kind = root.get("type")
+    if kind in ("integer", "number"):
+        return "number"
+    if kind == "boolean":
+        return "bool"
+    if kind == "string":
+        return "text"
+    return "json"
+
+
+def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, notes: list[dict[str, str]] | None = None) -> Any:
+    """The data the text carries for this schema, or raise :class:`ExtractionFailure`.
+
+    ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`);
+    ``notes``, what reading a bare choice, number or yes/no took (``{"path", "fix"}`` dicts): the
+    same words as at any depth (``_words``, ``_numbers``)."""
+    if not isinstance(text, str):
+        raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
+    if len(text) > MAX_CHARS:
+        raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
+    shape = shape_of(schema)
+    if shape == "json":
+        return extract_json(text, misses)
+    if shape == "text":
+        return _json_string(text.strip()) if schema.kind in {"scalar", "type", "json"} else text
+    stripped = _unwrap(text)
+    said: list[dict[str, str]] = [] if notes is None else notes
+    if shape == "choice":
+        return _choice(stripped, text, schema.choices or (), said)
+    if shape == "number":
+        root = schema.json_schema or {}
+        return _number(_unfenced(text), schema.source is int if schema.kind == "scalar" else root.get("type") == "integer", said)
+    return _bool(_unfenced(text), said)
+
+
+def extract_json(text: str, misses: set[int] | None = None) -> Any:
+    """The first complete JSON object or array in the text (fenced blocks first), else the whole text.
+
+    ``misses``, when given, collects the positions in the text where no JSON value starts (``-1``:
+    the whole text is none; :func:`fence_miss` of a fence's start: its body is none), so a lenient
+    reading after this one need not decode them again."""
+    found = first_json(text, misses)
+    if found is NOTHING:
+        raise ExtractionFailure("no JSON value found in the output")
+    return found
+
+
+NOTHING: Any = object()  # what :func:`first_json` finds in a text with no JSON value
+
+
+def fence_body(match: re.Match[str]) -> tuple[str, int]:
+    """A fenced block's body (group 2 of a fence pattern), stripped, and where it starts in the
+    text: the position the strict and the lenient readings both mark it by (``misses``, ``found``)."""
+    inside = match.group(2)
+    return inside.strip(), match.start(2) + len(inside) - len(inside.lstrip())
+
+
+def fence_miss(start: int) -> int:
+    """The mark in ``misses`` of a fenced block (opening at ``start``) whose body is no JSON."""
+    return -2 - start
+
+
+def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None) -> Any:
+    """:func:`extract_json` without the exception: ``NOTHING`` when no JSON value is found (what
+    the lenient reader asks first, for nearly every text it reads). :class:`ExtractionFailure`
+    still for text nested too deeply. ``found``, when given, gets the value found in a ``{...}``
+    or ``[...]`` span by its start, with its end (so the lenient reader does not decode it again)."""
+    check_depth(text)
+    missed: set[int] = set() if misses is None else misses
+    for match in _FENCE.finditer(text) if "```" in text else ():
+        body, at = fence_body(match)
+        if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
+            try:
+                if may_open(text, at):
+                    value, end = _DECODER.raw_decode(text, at)
+                    if found is not None:
+                        found[at] = (value, end)
+                    if end <= at + len(body) and not text[end : at + len(body)].strip():
+                        return value  # the whole body: what json.loads(body) reads
+                else:
+                    missed.add(at)
+            except ValueError:
+                missed.add(at)
+        elif may_be_json(body):
+            try:
+                return json.loads(body)
+            except ValueError:
+                pass
+        missed.add(fence_miss(match.start()))
+    for tries, match in enumerate(_OPEN.finditer(text), 1):
+        if tries > _MAX_DECODE_TRIES:
+            break
+        if match.start() in missed:
+            continue  # a fence's body that opens here is no JSON
+        if found and match.start() in found:
+            return found[match.start()][0]  # a fence's body that opens here is JSON, with more after it
+        try:
+            if may_open(text, match.start()):
+                value, end = _DECODER.raw_decode(text, match.start())
+                if found is not None:
+                    found[match.start()] = (value, end)
+                return value
+        except ValueError:
+            pass
+        missed.add(match.start())
+    first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    missed.add(WHOLE)
+    return NOTHING
+
+
+def may_open(text: str, start: int) -> bool:
+    """Whether the ``{`` or ``[`` at ``start`` may open a JSON value: after JSON's space, ``"`` or
+    ``}`` in an object, a value's first character or ``]`` in an array, and a closing bracket of
+    its kind somewhere after it. False: ``raw_decode`` there certainly fails (so it need not be
+    tried: its error costs more than this look)."""
+    after = start + 1
+    if text[after : after + 1] in _SPACES:  # (most openings have none after them: no match to run)
+        after = _JSON_SPACE.match(text, after).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    if after >= len(text):
+        return False  # nothing after the opening: cut off
+    if text[start] == "{":
+        return text[after] in _OBJECT_GOES_ON and text.rfind("}", after) >= 0  # no "}" after it: cut off
+    return text[after] in _ARRAY_GOES_ON and text.rfind("]", after) >= 0
+
+
+def may_be_json(text: str, first: int = 0) -> bool:
+    """Whether the whole text may be one JSON value, its first character at ``first`` (after JSON's
+    space). False: ``json.loads`` certainly fails (its error costs more than this look): a word
+    that opens no literal, or a literal (``true``, ``null``...) with more than space after it."""
+    char = text[first : first + 1]
+    if char not in _VALUE_STARTS:
+        return False
+    literal = _LITERALS.get(char)
+    return literal is None or text[first:].rstrip(" \t\n\r") == literal
+
+
+def check_depth(text: str) -> None:
+    """Raise :class:`ExtractionFailure` for text nested deeper than ``MAX_DEPTH``."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return  # no deeper than it has openings
+    depth = deepest = 0
+    for char in re.findall(r"[\[\]{}]", text):
+        depth = depth + 1 if char in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            raise ExtractionFailure(f"output nested more than {MAX_DEPTH} levels deep")
+
+
+def _unwrap(text: str) -> str:
+    """Strip a fence, whitespace, quotes and trailing punctuation around a bare answer."""
+    match = _FENCE.search(text)
+    if match:
+        text = match.group(2)
+    text = text.strip().strip("`").strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1]
+    return text.strip().rstrip(".!").strip()
+
+
+def _json_string(text: str) -> str:
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(value, str):
+            return value
+    return text
+
+
+def _choice(stripped: str, text: str, choices: tuple[Any, ...], notes: list[dict[str, str]]) -> Any:
+    folded = {_fold(c): c for c in choices}
+    if _fold(stripped) in folded:
+        member = folded[_fold(stripped)]
+        if isinstance(member, str) and fold(text) != fold(member):
+            _note(notes, f"{text.strip()!r} as the member {member!r}")
+        return member
+    if stripped[:1] in "{[":
+        data = extract_json(stripped)
+        if isinstance(data, dict) and len(data) == 1 and data not in choices:
+            return next(iter(data.values()))  # {"answer": "positive"}: the member inside
+        return data
+    found = choice(_unfenced(text), choices)  # a choice named in prose, with no negation or hedge
+    if isinstance(found, Refusal):
+        raise ExtractionFailure(found.msg, found.kind)
+    if found is not None:
+        if found[1] is not None:
+            _note(notes, found[1])
+        return found[0]
+    if any(not isinstance(c, str) for c in choices):
+        read = number(_unfenced(text), all(isinstance(c, int) for c in choices if not isinstance(c, str)))
+        if isinstance(read, Refusal):
+            raise ExtractionFailure(read.msg, read.kind)
+        if read is not None:
+            return read[0]
+    return stripped
+
+
+def _fold(value: Any) -> Any:
+    return fold(value) if isinstance(value, str) else value
+
+
+def _note(notes: list[dict[str, str]], fix: str) -> None:
+    notes.append({"path": "", "fix": fix})
+
+
+def _unfenced(text: str) -> str:
+    """The body of the text's first fence, or the text."""
+    match = _FENCE.search(text) if "```" in text else None
+    return match.group(2) if match else text
+
+
+def _number(text: str, integer: bool, notes: list[dict[str, str]]) -> int | float:
+    """The one number the whole answer says (``_numbers``), or raise :class:`ExtractionFailure` with why not."""
+    read = number(text, integer)
+    if read is None:
+        raise ExtractionFailure("no number found in the output")
+    if isinstance(read, Refusal):
+        raise ExtractionFailure(read.msg, read.kind)
+    if read[1] is not None:
+        _note(notes, read[1])
+    return read[0]
+
+
+def _bool(text: str, notes: list[dict[str, str]] | None = None) -> bool | str:
+    """The yes/no the whole answer says (``_words``), or raise :class:`ExtractionFailure` with why not."""
+    literal = text.lower().strip(" \t\n\r")  # JSON's true or false (what json.loads would read)
+    if literal in ("true", "false"):
+        return literal == "true"
+    read = boolean(text)
+    if read is None:
+        raise ExtractionFailure("no yes/no answer found in the output")
+    if isinstance(read, Refusal):
+        raise ExtractionFailure(read.msg, read.kind)
+    if read[1] is not None and notes is not None:
+        _note(notes, read[1])
+    return read[0]

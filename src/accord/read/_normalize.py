@@ -1,0 +1,315 @@
+"""Stage 4, normalize: bring extracted data into the form the schema expects.
+
+Guided by the schema's JSON Schema:
+
+- strings to Unicode NFC and trimmed (object keys are the schema's and never rewritten);
+- enum members matched case- and whitespace-insensitively;
+- numeric strings to numbers for numeric fields, ``3.0`` to ``3`` for integers only when exact;
+- yes/no/true/false to booleans for boolean fields;
+- dates and datetimes to ISO 8601 for ``format: date`` / ``date-time`` fields;
+- the per-schema text normalizers (``Stabilizer(normalize=[...])``, e.g. :func:`casefold`) on
+  free-text fields: strings without enum, const, pattern or format.
+
+Per-field normalizers are ``Annotated[str, accord.Normalize(fn)]`` and run inside validation.
+Normalization is idempotent (given idempotent normalizers), and the pipeline validates the
+normalized data first and falls back to the raw data, so it never makes a valid answer invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from pydantic_core import core_schema
+
+from ._numbers import number
+from ._plan import Plan, branches_of, plan_in, plans, types_of
+from ._words import Refusal, boolean, choice, fold, null_like
+
+_NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
+_BOOLS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
+_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
+
+TextNormalizer = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """A per-field normalizer: ``Annotated[str, accord.Normalize(str.casefold)]``.
+
+    ``fn`` runs on the validated field value, so the value returned and its vote key are both
+    normalized. It should be idempotent (``fn(fn(x)) == fn(x)``).
+    """
+
+    fn: Callable[[Any], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.fn, handler(source))
+
+
+def casefold(text: str) -> str:
+    """Case-insensitive text: ``"Straße"`` and ``"STRASSE"`` compare equal."""
+    return text.casefold()
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace inside the text to one space."""
+    return " ".join(text.split())
+
+
+def nfkc(text: str) -> str:
+    """Unicode NFKC (compatibility forms folded: ``"ﬁ"`` to ``"fi"``, full-width digits to ASCII)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+class Said:
+    """What one normalization did beyond case, space and NFC (``notes``: ``{"path", "fix"}`` dicts,
+    the reading's coercions) and what it refused to read (``refusals``: ``(path, Refusal)``)."""
+
+    __slots__ = ("notes", "refusals")
+
+    def __init__(self) -> None:
+        self.notes: list[dict[str, str]] = []
+        self.refusals: list[tuple[tuple[Any, ...], Refusal]] = []
+
+    def note(self, path: tuple[Any, ...], fix: str) -> None:
+        self.notes.append({"path": ".".join(map(str, path)), "fix": fix})
+
+
+def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = (), said: Said | None = None) -> Any:
+    """Normalized copy of ``data`` under ``schema`` (a JSON Schema; ``None`` means no guidance).
+
+    ``said``, when given, collects what was read beyond case and space, and what was refused."""
+    root = _NO_SCHEMA if schema is None else schema
+    sink = Said() if said is None else said
+    if text:
+        return _Walker(root, tuple(text)).walk(data, root, 0, (), sink)
+    walker = _WALKERS.get(id(root))  # a walker keeps no state of its own walks: one per schema
+    if walker is None or walker.root is not root:
+        if len(_WALKERS) >= _MAX_ROOTS:
+            del _WALKERS[next(iter(_WALKERS))]
+        walker = _WALKERS[id(root)] = _Walker(root, ())
+    return walker.walk(data, root, 0, (), sink)
+
+
+_NO_SCHEMA: dict[str, Any] = {}
+_MAX_ROOTS = 256  # walkers kept, one per schema (the oldest dropped first)
+# What every walk returns as it is, whatever the node (only strings are read as numbers, members,
+# booleans or dates, and only floats as integers): not walked at all.
+_KEPT = frozenset({int, bool, type(None)})
+_WALKERS: dict[int, _Walker] = {}  # id(root) -> its walker without text normalizers (each holds its root)
+
+
+class _Walker:
+    def __init__(self, root: dict[str, Any], text: tuple[TextNormalizer, ...]) -> None:
+        self.root = root
+        self.text = text
+        self.table = plans(root)
+
+    def walk(self, data: Any, node: Any, depth: int, path: tuple[Any, ...], said: Said) -> Any:
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        if found.empty or depth > 64:
+            return _plain(data)
+        if found.branches is not None:
+            return self.branch(data, found, depth, path, said)
+        if found.all_of is not None:
+            return self.walk(data, found.all_of, depth + 1, path, said)
+        if found.members is not None:
+            return _member(_plain(data), found.members, path, said)
+        if isinstance(data, dict):
+            props, extra = found.props, found.extra
+            walked: dict[str, Any] = {}
+            for key, value in data.items():  # keys are the schema's: never rewritten
+                if type(value) in _KEPT:
+                    walked[key] = value
+                    continue
+                child = props.get(key, extra)
+                if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
+                    walked[key] = _text(value)
+                    continue
+                walked[key] = self.walk(value, child, depth + 1, (*path, key), said)
+            return walked
+        if isinstance(data, list):
+            prefix, items = found.prefix, found.items
+            if not prefix:
+                if items is None or not self.text_only(items):
+                    return [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+            return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+        scalar = found.scalar
+        if scalar is not None:
+            if scalar == "boolean":
+                return _boolean(data, path, said)
+            return _numeric(data, scalar == "integer", path, said)
+        if isinstance(data, str):
+            if found.fmt is not None:
+                return _iso(_text(data), found.fmt)
+            if self.text and found.free_text:
+                out = _text(data)
+                for fn in self.text:
+                    out = fn(out)
+                return out
+        return _plain(data)
+
+    def text_only(self, node: Any) -> bool:
+        """Whether a string under this node is normalized to ``_text`` of it, as :meth:`walk` would."""
+        found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
+        return found.text_only and not (self.text and found.free_text)
+
+    def branch(self, data: Any, found: Plan, depth: int, path: tuple[Any, ...], said: Said) -> Any:
+        """Normalize under the one branch whose type fits the data; if none or several, leave it.
+
+        A null-like string (``""``, ``N/A``, ``null``) where a branch is null and none takes free
+        text is null, recorded (under ``Optional[str]`` the text is a value: kept); a
+        string no branch takes as text is read under the one scalar branch there is (a number,
+        a yes/no, a choice), as it would be were that branch the whole node."""
+        if data is None:
+            return None
+        branches = branches_of(found, self.root)
+        if isinstance(data, str) and null_like(data) and _nullable_not_text(branches):
+            said.note(path, f"{data!r} as null")
+            return None
+        fits = [b for b in branches if _fits(data, b)]
+        if len(fits) == 1:
+            return self.walk(data, fits[0], depth + 1, path, said)
+        if not fits and isinstance(data, str):
+            readers = [b for b in branches if (b.get("enum") is not None or types_of(b) & {"integer", "number", "boolean"})]
+            if len(readers) == 1:
+                return self.walk(data, readers[0], depth + 1, path, said)
+        return _plain(data)
+
+
+def _nullable_not_text(branches: list[dict[str, Any]]) -> bool:
+    """Whether a union takes null and no free text (so a null-like string there can only mean null)."""
+    return any("null" in types_of(b) for b in branches) and not any(
+        "string" in types_of(b) and not ({"enum", "const", "format", "pattern"} & b.keys()) for b in branches
+    )
+
+
+def _fits(data: Any, node: dict[str, Any]) -> bool:
+    types = types_of(node)
+    if isinstance(data, bool):
+        return "boolean" in types
+    if isinstance(data, (int, float)):
+        return bool(types & {"integer", "number"})
+    if isinstance(data, str):
+        return "string" in types
+    if isinstance(data, dict):
+        return "object" in types
+    if isinstance(data, list):
+        return "array" in types
+    return False
+
+
+def _plain(data: Any) -> Any:
+    """Type-independent normalization: strings to NFC and trimmed, recursively (keys kept)."""
+    if isinstance(data, str):
+        return _text(data)
+    if isinstance(data, dict):
+        return {k: _plain(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_plain(v) for v in data]
+    return data
+
+
+def _text(value: str) -> str:
+    return unicodedata.normalize("NFC", value).strip()
+
+
+
+def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
+    """The enum member the data names: matched exactly, then case- and whitespace-insensitively,
+    then as ``_words.choice`` reads it (recorded in ``said``; a negated or hedged one refused)."""
+    if any(data == m and type(data) is type(m) for m in members):
+        return data
+    if isinstance(data, str):
+        folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
+        if len(folded) == 1:
+            return folded[0]
+        numeric = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
+        if numeric and _NUMERIC.fullmatch(data):
+            value = _number(data)
+            if value in numeric:
+                return value
+        if said is not None and not folded:
+            read = choice(data, members, nested=True)
+            if isinstance(read, Refusal):
+                said.refusals.append((path, read))
+            elif read is not None:
+                if read[1] is not None:
+                    said.note(path, read[1])
+                return read[0]
+    return data
+
+
+def _number(data: Any) -> Any:
+    if isinstance(data, str) and _NUMERIC.fullmatch(data):
+        value = float(data)
+        if math.isfinite(value):
+            return int(value) if value.is_integer() and re.fullmatch(r"\s*[-+]?\d+\s*", data) else value
+    return data
+
+
+def _integer(data: Any) -> Any:
+    data = _number(data)
+    if isinstance(data, float) and data.is_integer() and abs(data) < 2**53:
+        return int(data)
+    return data
+
+
+def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any:
+    """A number, or a string that says one number (``_numbers``: recorded; a form with two
+    readings refused)."""
+    out = _integer(data) if integer else _number(data)
+    if type(out) is not str:
+        return out
+    read = number(out, integer, nested=True)
+    if isinstance(read, Refusal):
+        said.refusals.append((path, read))
+        return out
+    if read is None:
+        return out
+    if read[1] is not None:
+        said.note(path, read[1])
+    return _integer(read[0]) if integer else read[0]
+
+
+def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
+    if not isinstance(data, str):
+        return data
+    exact = _BOOLS.get(fold(data))
+    if exact is not None or said is None:
+        return data if exact is None else exact
+    read = boolean(data)
+    if isinstance(read, Refusal):
+        said.refusals.append((path, read))
+        return data
+    if read is None:
+        return data
+    if read[1] is not None:
+        said.note(path, read[1])
+    return read[0]
+
+
+def _iso(text: str, fmt: str) -> str:
+    """An unambiguous date (or datetime) written another way, to ISO 8601; else unchanged."""
+    if fmt == "date-time":
+        try:
+            return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat().replace("+00:00", "Z")
+        except ValueError:
+            return text
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        pass
+    for pattern in _DATE_FORMATS:
+        try:
+            return datetime.strptime(text, pattern).date().isoformat()
+        except ValueError:
+            continue
+    return text

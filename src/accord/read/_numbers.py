@@ -1,0 +1,165 @@
+"""What a number in a model's answer says: one number, with how it was read, or a refusal with why.
+
+One reading at every depth: :func:`number` reads the whole answer (``_extract``) and a string
+where a field, a list item or a union member wants a number (``_normalize``). Each form has one
+decision (docs/parsing.md lists them):
+
+=============================  ==============================================================
+written                        read as
+=============================  ==============================================================
+``12``, ``-3.5``, ``1e6``      the number (no coercion recorded: it is the number's own text)
+``1,234,567`` / ``1,234.5``    the number, "thousands separators" recorded
+``1,234``                      1234 for an integer; refused for a float (1.234 with a decimal comma)
+``0,5``, ``3,14``, ``1.234,5`` refused: a decimal comma (or a list), ambiguous by locale
+``$1.50``, ``12 EUR``          the number, the currency recorded
+``45%``                        45, the percent sign recorded (a schema that wants 0.45 says so
+                               with its bounds)
+``1/2``, ``3/4``               0.5, 0.75 for a float, recorded; refused for an integer
+``2^10``, ``10**6``, ``3x10^8`` 1024, 1000000, 300000000, recorded (bounded in size)
+``40-45``, ``40 to 45``        refused: a range
+``about 40``, ``~40``, ``40+`` refused: an estimate or a bound
+``not 40``, ``40?``            refused: negated or hedged
+prose with one number          that number, recorded (``The answer is 42.``); an equation's
+                               result (``2 + 3 = 5``); several different numbers: refused
+=============================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ._words import STRUCTURE, Refusal, _doubt, _quote, trim
+
+MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
+_MAX_POWER = 308  # 10**308: about the largest float
+
+_NUM = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_PLAIN = re.compile(rf"[-+]?{_NUM}")
+_INTEGER = re.compile(r"[-+]?\d+")
+_GROUPED = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_COMMA = re.compile(r"[-+]?\d+(?:[.,]\d+)*,\d+(?:[.,]\d+)*")
+_CURRENCY_BEFORE = re.compile(r"([-+]?)\s*(?:[$€£¥]|usd|eur|gbp)\s*(.+)", re.I)
+_CURRENCY_AFTER = re.compile(r"(.+?)\s*(?:[$€£¥]|usd|eur|gbp|dollars?|euros?)", re.I)
+_PERCENT = re.compile(r"(.+?)\s*(?:%|percent|per cent)", re.I)
+_FRACTION = re.compile(r"([-+]?\d+)\s*/\s*(\d+)")
+_POWER = re.compile(r"([-+]?\d+(?:\.\d+)?)\s*(?:\^|\*\*)\s*([-+]?\d+)")
+_SCIENTIFIC = re.compile(r"([-+]?\d+(?:\.\d+)?)\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*([-+]?\d+)")
+_ONE = r"[-+]?[$€£¥]?\s*\d[\d.,]*\s*%?"
+_RANGE = re.compile(rf"(?:between\s+|from\s+)?{_ONE}\s*(?:-|–|—|to|or|and|/)\s*{_ONE}", re.I)
+_APPROX = re.compile(r"(?:about|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|ca\.|some|over|under|"
+                     r"at\s+least|at\s+most|more\s+than|less\s+than|fewer\s+than|up\s+to|>=?|<=?|~|≈|±)\s*$", re.I)
+_BOUND_AFTER = re.compile(r"\s*(?:\+|-?ish\b|or\s+so\b|or\s+more\b|or\s+less\b)", re.I)
+_TOKEN = re.compile(r"(?<![\w.])(?:[-+]?[$€£¥]\s?)?[-+]?\d[\d,]*(?:\.\d+)?(?:\s*(?:/|\^|\*\*)\s*\d+)?(?:\s?%)?(?!\d)")
+_EQUATION = re.compile(r"[-+*/x×÷^().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)")
+
+Read = tuple[int | float, str | None]
+
+
+def number(text: str, integer: bool, nested: bool = False) -> Read | Refusal | None:
+    """The one number the text says: ``(value, coercion)``, a :class:`Refusal`, or None (no number).
+
+    ``integer``: the schema wants an integer (a fraction is refused, ``1,234`` is 1234).
+    ``nested``: a string inside JSON-like data, read in prose only when it holds none of JSON's
+    brackets or quotes (``3{`` is a piece of broken structure, not prose)."""
+    if _PLAIN.fullmatch(text.strip()):  # a number as written (``12.`` too): no coercion to record
+        found = _form(text.strip(), integer)
+        if found is not None:
+            return found
+    bare = trim(text)
+    if len(bare) > MAX_DIGITS:
+        return Refusal(f"a number of {len(bare):,} characters is too long to read (at most {MAX_DIGITS:,})", "number_form")
+    found = _form(bare, integer)
+    if isinstance(found, tuple):
+        value, how = found
+        if how is None and bare == text.strip():
+            return value, None
+        return value, f"{_quote(text)} as {value!r}" + (f": {how}" if how else "")
+    if found is not None:
+        return found
+    if nested and STRUCTURE.search(text):
+        return None
+    return _prose(text, integer)
+
+
+def _form(bare: str, integer: bool) -> Read | Refusal | None:
+    """One number written in one form (the whole of ``bare``)."""
+    if _PLAIN.fullmatch(bare):
+        value = float(bare)
+        if not math.isfinite(value):
+            return None
+        return (int(bare) if _INTEGER.fullmatch(bare) else value), None
+    if _GROUPED.fullmatch(bare):
+        digits = bare.replace(",", "")
+        if not integer and bare.count(",") == 1 and "." not in bare:
+            return Refusal(f"{_quote(bare)} may be {digits} or {bare.replace(',', '.')} (a decimal comma): "
+                           "write the number without a comma", "number_form")
+        return (int(digits) if _INTEGER.fullmatch(digits) else float(digits)), "thousands separators"
+    if _COMMA.fullmatch(bare):
+        return Refusal(f"{_quote(bare)} has a decimal comma (or is a list): write one number with a decimal point",
+                       "number_form")
+    match = _FRACTION.fullmatch(bare)
+    if match:
+        top, bottom = int(match.group(1)), int(match.group(2))
+        if integer:
+            return Refusal(f"{_quote(bare)} is a fraction, not an integer: write the integer", "number_form")
+        if bottom == 0:
+            return Refusal(f"{_quote(bare)} divides by zero: write one number", "number_form")
+        return top / bottom, "a fraction"
+    match = _SCIENTIFIC.fullmatch(bare) or _POWER.fullmatch(bare)
+    if match:
+        return _power(bare, match, integer, scientific=match.re is _SCIENTIFIC)
+    for pattern, what in ((_CURRENCY_BEFORE, "the currency dropped"), (_CURRENCY_AFTER, "the currency dropped"),
+                          (_PERCENT, "the percent sign dropped")):
+        match = pattern.fullmatch(bare)
+        if match:
+            inner = _form(match.group(match.lastindex or 1).strip(), integer)
+            if isinstance(inner, tuple):
+                sign = -1 if pattern is _CURRENCY_BEFORE and match.group(1) == "-" else 1
+                return sign * inner[0], what if inner[1] is None else f"{inner[1]}, {what}"
+            return inner
+    if _RANGE.fullmatch(bare):
+        return Refusal(f"{_quote(bare)} is a range, not one number: write one number", "range")
+    return None
+
+
+def _power(bare: str, match: re.Match[str], integer: bool, scientific: bool) -> Read | Refusal:
+    base_text, exponent = match.group(1), int(match.group(2))
+    base = 10 if scientific else float(base_text)
+    if abs(exponent) > _MAX_POWER or (base and math.log10(abs(base)) * exponent > _MAX_POWER):
+        return Refusal(f"{_quote(bare)} is too large a power to read: write the number", "number_form")
+    if scientific:
+        value: int | float = float(base_text) * 10.0**exponent
+    elif _INTEGER.fullmatch(base_text) and exponent >= 0:
+        value = int(base_text) ** exponent
+    else:
+        value = base**exponent
+    if integer and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value, "a power"
+
+
+def _prose(text: str, integer: bool) -> Read | Refusal | None:
+    """The one number in prose (``The answer is 42.``), or why there is none to read."""
+    tokens = list(_TOKEN.finditer(text))
+    if not tokens:
+        return None
+    equation = _EQUATION.fullmatch(trim(text))
+    if equation:
+        value = _form(equation.group(1), integer)
+        if isinstance(value, tuple):
+            return value[0], f"{_quote(text)} as {value[0]!r}: the result of the equation"
+    if _RANGE.search(text):
+        return Refusal(f"{_quote(text)} gives a range, not one number: write one number", "range")
+    if len({t.group(0).strip() for t in tokens}) > 1:
+        return Refusal(f"{_quote(text)} holds several numbers: write the one number meant", "several")
+    token = tokens[0]
+    if _APPROX.search(text[: token.start()]) or _BOUND_AFTER.match(text, token.end()):
+        return Refusal(f"{_quote(text)} is an estimate or a bound, not one number: write the number", "estimate")
+    doubt = _doubt(text[: token.start()], text[token.end() :], text)
+    if doubt is not None:
+        return doubt
+    found = _form(token.group(0).strip(), integer)
+    if isinstance(found, tuple):
+        return found[0], f"{_quote(text)} as {found[0]!r}: the number in the text" + (f", {found[1]}" if found[1] else "")
+    return found
