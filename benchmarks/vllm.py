@@ -279,7 +279,10 @@ class Load:
 
         tasks_ = [asyncio.ensure_future(worker()) for _ in range(self.n)]
         self._ready.set()
-        await asyncio.gather(*tasks_)
+        await asyncio.get_running_loop().run_in_executor(None, self._stop.wait)
+        for task in tasks_:  # the requests still in flight are dropped (vLLM aborts a request whose client left)
+            task.cancel()
+        await asyncio.gather(*tasks_, return_exceptions=True)
         await client.close()
 
 
