@@ -279,7 +279,10 @@ class Load:
 
         tasks_ = [asyncio.ensure_future(worker()) for _ in range(self.n)]
         self._ready.set()
-        await asyncio.gather(*tasks_)
+        await asyncio.get_running_loop().run_in_executor(None, self._stop.wait)
+        for task in tasks_:  # the requests still in flight are dropped (vLLM aborts a request whose client left)
+            task.cancel()
+        await asyncio.gather(*tasks_, return_exceptions=True)
         await client.close()
 
 
@@ -573,7 +576,7 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
         import vllm_reference
 
         vllm_reference.run(target.url, target.model, quick=quick, drift="drift" in sections, reference_section="reference" in sections,
-                           report_into=report)
+                           report_into=report, load=Load)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"outcomes: {out}")

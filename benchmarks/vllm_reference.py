@@ -5,7 +5,7 @@
 Near-tied tasks (:data:`ITEMS`: mixed reviews, borderline yes/no questions, a complaint with a
 free-text field), written for this benchmark and frozen before it was run, are decided under a
 sweep of conditions on one vLLM server: quiet (nothing else in flight), then ``load`` other
-requests of other lengths always in flight (:class:`vllm.Load`), for each load of the sweep
+requests of other lengths always in flight (``benchmarks/vllm.py``'s ``Load``), for each load of the sweep
 (4, 16, 48; ``--quick``: 4). Each condition has a time bound; an item not reached in it is left out
 of every figure (and counted). Two arms, every call greedy:
 
@@ -89,10 +89,11 @@ WARM = [  # the first requests a deployment sees: its floor is learned on them (
     {"prompt": QUESTION + "Is water wet?", "schema": Verdict},
     {"prompt": COMPLAINT + "The train was ten minutes late.", "schema": Complaint},
 ]
+ITEMS = [item for pair in zip(ITEMS[:10], ITEMS[10:], strict=True) for item in pair]  # the kinds interleaved: a bounded condition covers each
 LOADS = (4, 16, 48)
 QUICK_LOADS = (4,)
 QUICK_ITEMS = 2
-SECONDS = 150.0  # the time bound of one condition (both arms); --quick: 30 s
+SECONDS = 45.0  # the time bound of one condition (both arms); --quick: 30 s
 MAX_TOKENS = 40
 
 
@@ -156,9 +157,7 @@ class Deployment:
         return time.perf_counter() - start
 
 
-def sweep(deployment: Deployment, items: list[dict[str, Any]], loads: tuple[int, ...], seconds: float) -> dict[str, Any]:
-    from vllm import Load
-
+def sweep(deployment: Deployment, items: list[dict[str, Any]], loads: tuple[int, ...], seconds: float, Load: Any) -> dict[str, Any]:
     outcomes: dict[str, dict[str, dict[str, Answer]]] = {"raw": {}, "accord": {}}
     for condition in ("quiet", *(str(n) for n in loads)):
         begin = time.perf_counter()
@@ -208,7 +207,7 @@ def report(arm: str, found: dict[str, Any], loads: tuple[int, ...]) -> None:
     print(line, flush=True)
 
 
-def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any]) -> None:
+def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any], load: Any) -> None:
     """The reference sweep on the running bfloat16 server and, with ``drift``, a float32 one started here."""
     items = ITEMS[:: len(ITEMS) // QUICK_ITEMS][:QUICK_ITEMS] if quick else ITEMS
     loads = QUICK_LOADS if quick else LOADS
@@ -224,7 +223,7 @@ def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bo
     if reference_section:
         print(f"sweep: {len(items)} near-tied items; quiet, then loads {', '.join(map(str, loads))} in flight; "
               f"at most {seconds:.0f} s a condition", flush=True)
-        outcomes = sweep(bf16, items, loads, seconds)
+        outcomes = sweep(bf16, items, loads, seconds, load)
         quiet = {i: per["quiet"] for i, per in outcomes["accord"].items()} | {f"raw {i}": per["quiet"] for i, per in outcomes["raw"].items()}
         found = {arm: figures(outcomes[arm], loads) for arm in outcomes}
         for arm in ("raw", "accord"):

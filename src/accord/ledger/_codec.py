@@ -75,6 +75,7 @@ def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
         field_agreement=doc.get("field_agreement"),
         min_margin=doc.get("min_margin"),
         fragile_steps=doc.get("fragile_steps"),
+        fragile=doc.get("fragile"),
         replayed=True,
         meta=meta,
         environment=doc.get("environment", {}),

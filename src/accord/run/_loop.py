@@ -88,7 +88,7 @@ def decide(
 class _Run(Absorb):
     def __init__(
         self, prompt: Prompt, schema: Schema[Any], backend: Backend, policy: Policy, clock: Callable[[], float], *,
-        watch: Watch | None = None, deployment: str | None = None,
+        watch: Watch | None = None, deployment: str | None = None, hint: bool | None = None,
     ):
         self.schema, self.backend, self.policy, self.clock, self.watch = schema, backend, policy, clock, watch
         self.asked_prompt = prompt
@@ -108,7 +108,7 @@ class _Run(Absorb):
         computations = [floors.computation(self.perturbation(i)) for i in range(vote.k)] if floors is not None else []
         self.predicting = floors is not None
         self.box = Box(vote, schema, floors, computations, self.gating)
-        self.hint = policy.hint and not backend.constrains_for(schema)
+        self.hint = policy.hint and not backend.constrains_for(schema) if hint is None else hint  # a reference: the serving prompt
         self.shape = shape_of(schema)
         self.t0 = clock()
         if self.hint:
@@ -246,7 +246,7 @@ class _Run(Absorb):
         now = self.clock()
         policy = replace(self.policy, vote=Vote(k=1), perturb=None, budget=referred.budget_left(self.policy.budget, self.spent(now),
                                                                                                self.started, self.usage))
-        run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference")
+        run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference", hint=self.hint)
         decided = yield from run.loop()
         return referred.merged(decided, self.ballots, self.usage, self.backend, reference, seconds=self.clock() - self.t0)
 
