@@ -74,11 +74,18 @@ class Said:
     __slots__ = ("notes", "refusals")
 
     def __init__(self) -> None:
-        self.notes: list[dict[str, str]] = []
-        self.refusals: list[tuple[tuple[Any, ...], Refusal]] = []
+        self.notes: list[dict[str, str]] | tuple[()] = ()  # made a list at the first note (most readings have none)
+        self.refusals: list[tuple[tuple[Any, ...], Refusal]] | tuple[()] = ()
 
     def note(self, path: tuple[Any, ...], fix: str) -> None:
+        if not self.notes:
+            self.notes = []
         self.notes.append({"path": ".".join(map(str, path)), "fix": fix})
+
+    def refuse(self, path: tuple[Any, ...], refusal: Refusal) -> None:
+        if not self.refusals:
+            self.refusals = []
+        self.refusals.append((path, refusal))
 
 
 def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = (), said: Said | None = None) -> Any:
@@ -143,6 +150,8 @@ class _Walker:
             return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
         scalar = found.scalar
         if scalar is not None:
+            if type(data) is not str:  # a number or a yes/no already (a float for an integer: made exact)
+                return _integer(data) if scalar == "integer" else data
             if scalar == "boolean":
                 return _boolean(data, path, said)
             return _numeric(data, scalar == "integer", path, said)
@@ -239,7 +248,7 @@ def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Sai
         if said is not None and not folded:
             read = choice(data, members, nested=True)
             if isinstance(read, Refusal):
-                said.refusals.append((path, read))
+                said.refuse(path, read)
             elif read is not None:
                 if read[1] is not None:
                     said.note(path, read[1])
@@ -270,7 +279,7 @@ def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any
         return out
     read = number(out, integer, nested=True)
     if isinstance(read, Refusal):
-        said.refusals.append((path, read))
+        said.refuse(path, read)
         return out
     if read is None:
         return out
@@ -287,7 +296,7 @@ def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) ->
         return data if exact is None else exact
     read = boolean(data)
     if isinstance(read, Refusal):
-        said.refusals.append((path, read))
+        said.refuse(path, read)
         return data
     if read is None:
         return data
