@@ -174,7 +174,7 @@ def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teache
     stab.run("Classify the sentiment of this review as positive, negative or neutral.\nReview: Lovely food.")
     (entry,) = json.loads((tmp_path / "http_noise_floors.json").read_text())["servers"][vllm_server.url][vllm_server.model].values()
     assert entry["source"] == "learned" and entry["samples"] == 2 and entry["steps"] > 0 and entry["floor"] > 0  # bf16 is not f32
-    assert model.describe()["noise_floor_from"] == "learned" and model.noise().floor == entry["floor"]
+    assert model.describe()["noise_floor_from"] == "learned" and model.noise().floor == pytest.approx(entry["floor"], abs=1e-6)  # stored to 6 digits
 
     async def loaded():
         async with model.traffic(6):

@@ -92,7 +92,7 @@ def _form(bare: str, integer: bool) -> Read | Refusal | None:
             return int(bare), None  # (at most MAX_DIGITS digits: checked before)
         value = float(bare)
         if not math.isfinite(value):
-            return None
+            return Refusal(f"{_quote(bare)} is not a finite number (past a float's range)", "finite_number")
         return (int(bare) if _INTEGER.fullmatch(bare) else value), None
     if _GROUPED.fullmatch(bare):
         digits = bare.replace(",", "")
