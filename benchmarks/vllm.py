@@ -27,7 +27,7 @@ Arms (every call greedy, ``max_tokens=48``):
 Per arm: validity (the share of answers that validate; the rest are typed errors or failed
 parses), TARa across the two conditions (the share of items with the same answer in both),
 accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (2 items,
-arms a-c, 4 requests of load, calibrate, arms and reference) runs in the test suite.
+arms a-c, 4 requests of load, calibrate and arms) runs in the test suite.
 
 Two more sections (benchmarks/vllm_reference.py): ``reference``, near-tied tasks under a sweep of
 loads (4, 16, 48 in flight), raw constrained greedy against accord with an in-process float32
@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only N items, spread over the kinds")
     parser.add_argument("--arms", default=None, help="which arms to run (default abcde; --quick: abc)")
     parser.add_argument("--load", type=int, default=None, help="requests in flight beside each call when loaded (default 16)")
-    parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: calibrate, arms and reference)")
+    parser.add_argument("--only", default=None, help=f"comma-separated sections to run, of {', '.join(SECTIONS)} (default: all; --quick: calibrate and arms)")
     parser.add_argument("--concurrency", type=int, default=None, help="the throughput comparison's concurrency (default 16; --quick: 4)")
     parser.add_argument("--prompts", type=int, default=None, help="the throughput comparison's prompts (default 8 x concurrency; --quick: 2 x)")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
@@ -486,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     arms = args.arms or ("abc" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
-    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput", "drift"))]
+    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput", "reference", "drift"))]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):

