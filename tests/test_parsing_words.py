@@ -100,9 +100,14 @@ def test_a_number_form_that_is_not_one_number_is_refused_with_why(text, integer,
     assert isinstance(refused, Refusal) and refused.kind == kind and refused.msg
 
 
-@pytest.mark.parametrize("text", ["1e400", "0x1F", '3x10^"8', "$}1.50", "1[/2", "no digits here"])
+@pytest.mark.parametrize("text", ["0x1F", '3x10^"8', "$}1.50", "1[/2", "no digits here"])
 def test_no_number_is_picked_out_of_a_word_or_a_broken_form(text):
     assert number(text, False) is None
+
+
+def test_a_number_past_a_floats_range_is_refused_as_not_finite():
+    refused = number("1e400", False)
+    assert isinstance(refused, Refusal) and refused.kind == "finite_number"  # never 1, never inf
 
 
 @pytest.mark.parametrize("text", ["not positive", "Not negative.", "definitely not neutral", "isn't positive",
