@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends.openai._wire import unwrap
 from ._http import Answer, LeanClient, Target
 
 #: The Tab of the proxied request being decided (None outside one).
 CURRENT: contextvars.ContextVar[Tab | None] = contextvars.ContextVar("accord_serve_tab", default=None)
-WRAPPER = "answer"  # the one property accord.models.openai wraps a bare answer in
 
 
 def http_module() -> Any:
@@ -87,20 +87,9 @@ class Tab:
         if text is None:
             return None
         for call in self.calls:
-            if call.content is not None and (call.content == text or _unwrapped(call.content) == text):
+            if call.content is not None and (call.content == text or unwrap(call.content) == text):
                 return call.logprobs
         return None
-
-
-def _unwrapped(content: str) -> str | None:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or set(data) != {WRAPPER}:
-        return None
-    value = data[WRAPPER]
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 class Wire:
