@@ -482,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=None, help="the throughput comparison's prompts (default 8 x concurrency; --quick: 2 x)")
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
+    parser.add_argument("--seconds", type=float, default=None, help="the reference sweep's time bound per condition (default 45; --quick: 30)")
     parser.add_argument("--json", type=Path, default=CACHE_DIR / "vllm.json", help="where every outcome is written")
     args = parser.parse_args(argv)
     arms = args.arms or ("abc" if args.quick else "abcde")
@@ -495,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         print("vllm: skipped, ACCORD_SKIP_VLLM=1")
         return 0
     begin = time.perf_counter()
-    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "prompts": args.prompts, "out": args.json}
+    options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "prompts": args.prompts, "out": args.json,
+               "seconds": args.seconds}
     if url is not None:
         return measure(Target(url, model or only_model(url)), items, line=f"server: {url}", begin=begin, **options)
     from servers import model_folder, serve_vllm
@@ -516,7 +518,7 @@ def only_model(url: str) -> str:
 
 
 def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int, sections: list[str], quick: bool, concurrency: int,
-            prompts: int | None, out: Path, line: str, begin: float) -> int:
+            prompts: int | None, out: Path, line: str, begin: float, seconds: float | None = None) -> int:
     # The floors go to the benchmark's own cache, not the user's (a fresh server has a fresh port).
     os.environ["ACCORD_CACHE_DIR"] = str(CACHE_DIR / "accord")
     report: dict[str, Any] = {"items": [i["id"] for i in items], "server": target.url, "model": target.model}
@@ -576,7 +578,7 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
         import vllm_reference
 
         vllm_reference.run(target.url, target.model, quick=quick, drift="drift" in sections, reference_section="reference" in sections,
-                           report_into=report, load=Load)
+                           report_into=report, load=Load, seconds=seconds)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"outcomes: {out}")

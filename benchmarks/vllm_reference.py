@@ -207,11 +207,12 @@ def report(arm: str, found: dict[str, Any], loads: tuple[int, ...]) -> None:
     print(line, flush=True)
 
 
-def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any], load: Any) -> None:
+def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any], load: Any,
+        seconds: float | None = None) -> None:
     """The reference sweep on the running bfloat16 server and, with ``drift``, a float32 one started here."""
     items = ITEMS[:: len(ITEMS) // QUICK_ITEMS][:QUICK_ITEMS] if quick else ITEMS
     loads = QUICK_LOADS if quick else LOADS
-    seconds = 30.0 if quick else SECONDS
+    seconds = seconds or (30.0 if quick else SECONDS)
     start = time.perf_counter()
     reference = accord.models.local(dtype="float32")
     bf16 = Deployment(url, model, "bfloat16", reference)

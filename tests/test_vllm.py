@@ -159,8 +159,6 @@ def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
     assert report["stabilized"]["TARa"] == 1.0
 
 
-@pytest.mark.xfail(reason="open (#24): seen 2026-12-02, under traffic(6) the reference's ballot said 'negative' where "
-                         "the quiet run's reference ballot said 'positive' for MIXED; cause not found yet", strict=False)
 def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teaches_the_floor(vllm_server, local_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(referee, "LEARN", 2)  # two first ballots learn the floor (8 by default)

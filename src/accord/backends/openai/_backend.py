@@ -16,7 +16,9 @@ What an exchange does, per ballot:
    once (:mod:`._probe`): does it honour ``response_format`` (strict JSON Schema)? The answer
    is remembered per (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it;
    the core reads ``constrains`` when a run starts, so a run that starts after the probe leaves
-   the schema out of the prompt, and one that starts before carries it (harmless);
+   the schema out of the prompt; one that starts before renders it, and the exchange takes it
+   out again when ``response_format`` goes (:func:`._wire.unhinted`): every run's server reads
+   the same prompt, the first of a process included;
 3. sends the chat completion, with ``logprobs``/``top_logprobs`` unless the server is known to
    drop them; a 400/422 that refuses a parameter (``temperature``, ``seed``,
    ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once

@@ -70,8 +70,10 @@ class Exchanges(Backend):
 
         def build(known: Known) -> dict[str, Any]:
             structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
-            hint = not structured and claimed and not wire.has_hint(request)
-            return wire.chat_params(request, options, known, structured=structured, hint=hint)
+            if structured:  # the schema goes as response_format: never also in the prompt (wire.unhinted)
+                return wire.chat_params(wire.unhinted(request), options, known, structured=True, hint=False)
+            hint = claimed and not wire.has_hint(request)
+            return wire.chat_params(request, options, known, structured=False, hint=hint)
 
         response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
         try:

@@ -79,6 +79,8 @@ class Referee(Backend):
         fmt, wrapped = wire.format_for(request.schema)
         structured = fmt is not None and self.serving.constrains_for(request.schema)
         asked = request.with_settings(max_tokens=request.settings.max_tokens or self.serving.default_max_tokens)
+        if structured:  # the prompt the serving deployment reads: no hint beside response_format
+            asked = wire.unhinted(asked)
         if structured and wrapped:
             asked = replace(asked, schema=_wrapper(request.schema))
         if structured and _local(self.inner):  # decoded as vLLM's xgrammar does: compact, any spelling

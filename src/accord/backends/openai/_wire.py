@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._types import Completion, Message, Request, Usage
@@ -182,8 +182,20 @@ def wire_names(params: Mapping[str, Any]) -> set[str]:
 
 def has_hint(request: Request) -> bool:
     """Whether the core put the schema's rendering in this request's input."""
+    return unhinted(request) is not request
+
+
+def unhinted(request: Request) -> Request:
+    """The request without the schema's rendering in its input (itself when it has none).
+
+    A run that starts before the server was probed renders the schema into the prompt (the core
+    cannot know yet whether ``response_format`` will carry it); once the call goes out with
+    ``response_format``, the hint is taken out again, so the server reads the same prompt as on
+    every later run. Without this, the first answer per process came from another prompt, and a
+    near-tied decision could differ between a worker's first request and the rest.
+    """
     bare = build_input(request.prompt, request.schema, hint=False, feedback=request.feedback)
-    return request.input != bare
+    return request if request.input == bare else replace(request, input=bare)
 
 
 def _with_hint(request: Request) -> list[Message]:
