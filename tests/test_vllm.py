@@ -36,7 +36,7 @@ class YesNo(BaseModel):
     answer: bool
 
 
-CLEAR = "Answer yes or no. Is Paris the capital of France?"
+CLEAR = "Is water wet? Answer yes or no."  # True, every step 0.5 clear, with the schema in response_format only (Paris: False, seen)
 Sentiment = Literal["positive", "negative", "neutral"]
 MIXED = "Classify the sentiment of this review as positive, negative or neutral.\nReview: The pasta was cold and the waiter ignored us."
 

@@ -43,6 +43,11 @@ where the backend does not know it; it too never ``getattr``s a backend:
                               characters (default None: an HTTP backend)
     conversion_seconds        the one-time GGUF conversion this load did, in seconds, which the
                               demo reports apart from its time (default None: none was done)
+    unconstrained(prompt)     what the model writes with no grammar (the audit's raw phase), a
+                              Completion, or None where the backend cannot write apart from
+                              ``generate`` (default None: the audit calls ``generate``)
+    measures_floors           the audit can measure this backend's noise floors itself, by
+                              perturbing it (default False; the local backend: True)
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, ConfigError
 from .._threads import spawn
-from .._types import Completion, Request
+from .._types import Completion, Prompt, Request, Settings
 
 if TYPE_CHECKING:
     from ..schema._schema import Schema
@@ -117,6 +122,7 @@ class Backend:
     dtype: str | None = None
     tokenizer: Any = None
     conversion_seconds: float | None = None
+    measures_floors: bool = False
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError
@@ -143,6 +149,11 @@ class Backend:
     def constrains_for(self, schema: Schema[Any]) -> bool:
         """Whether this schema's shape is enforced by the backend (else the prompt carries it)."""
         return self.constrains
+
+    def unconstrained(self, prompt: Prompt, settings: Settings | None = None) -> Completion | None:
+        """What the model writes with no grammar at all, for the audit's raw phase; None (the
+        default) where the backend cannot write apart from ``generate``."""
+        return None
 
     def noise(self) -> Noise | None:
         """The measured (or given) numeric noise of this deployment; None when unknown."""

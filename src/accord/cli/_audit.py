@@ -92,8 +92,9 @@ def _variant(backend: Any, **changes: Any) -> Any:
 def raw_call(backend: Any, item: Item, settings: Settings) -> Completion:
     """The raw text for one item: unconstrained greedy when the backend can, else ``generate``."""
     sent = build_input(item.prompt, item.schema, hint=True, feedback=None)
-    if hasattr(backend, "unconstrained"):
-        return backend.unconstrained(sent, settings)  # type: ignore[no-any-return]
+    raw = backend.unconstrained(sent, settings)
+    if raw is not None:
+        return raw  # type: ignore[no-any-return]
     return backend.generate(Request(item.prompt, sent, item.schema, settings))  # type: ignore[no-any-return]
 
 
@@ -314,7 +315,7 @@ def measured_floors(conditions: Sequence[Condition]) -> dict[str, dict[str, floa
     floors: dict[str, dict[str, float]] = {}
     for condition in conditions:
         dtype = condition.backend.dtype
-        if dtype is None or dtype in floors or not hasattr(condition.backend, "model"):
+        if dtype is None or dtype in floors or not condition.backend.measures_floors:
             continue
         try:
             floors[dtype] = noise_floors(condition.backend)
