@@ -32,7 +32,8 @@ arms a-c, 4 requests of load, calibrate and arms) runs in the test suite.
 Two more sections (benchmarks/vllm_reference.py): ``reference``, near-tied tasks under a sweep of
 loads (4, 16, 48 in flight), raw constrained greedy against accord with an in-process float32
 reference deployment (``models.openai(..., reference=models.local(dtype="float32"))``); and
-``drift``, the same tasks on a float32 vLLM deployment against the bfloat16 one.
+``drift``, the same tasks on a float32 vLLM deployment against the bfloat16 one; ``cost``, the
+reference's share of the 62 shipped tasks' answers, quiet.
 """
 
 from __future__ import annotations
@@ -468,7 +469,7 @@ def run_arms(target: Target, items: list[dict[str, Any]], arms: str, load: int) 
     return outcomes, skipped
 
 
-SECTIONS = ("calibrate", "spreading", "arms", "throughput", "reference", "drift")
+SECTIONS = ("calibrate", "spreading", "arms", "throughput", "reference", "drift", "cost")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -487,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     arms = args.arms or ("abc" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
-    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput", "reference", "drift"))]
+    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput", "reference", "drift", "cost"))]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):
@@ -579,6 +580,10 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
 
         vllm_reference.run(target.url, target.model, quick=quick, drift="drift" in sections, reference_section="reference" in sections,
                            report_into=report, load=Load, seconds=seconds)
+    if "cost" in sections:
+        import vllm_reference
+
+        vllm_reference.cost(target.url, target.model, [dict(i, schema=schema_of(i).source) for i in items], report)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"outcomes: {out}")

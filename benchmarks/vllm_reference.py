@@ -19,6 +19,8 @@ they appear) and TARa (the share of items with one answer across quiet and that 
 every condition). For accord: serving calls and reference calls per answer, and the share of
 answers the reference decided.
 
+``cost``: the reference's share and calls on the 62 shipped tasks (ordinary prompts), quiet.
+
 ``drift``: the same items, quiet, on a second vLLM deployment of the model in float32 (its floor
 learned against the same reference): raw and accord agreement between the bfloat16 and the
 float32 deployment.
@@ -205,6 +207,25 @@ def report(arm: str, found: dict[str, Any], loads: tuple[int, ...]) -> None:
     if found["invalid"]:
         line += f"; {found['invalid']} answers without a valid value"
     print(line, flush=True)
+
+
+def cost(url: str, model: str, items: list[dict[str, Any]], report_into: dict[str, Any]) -> None:
+    """``cost``: what the reference costs on ordinary prompts (the shipped tasks, not near-tied
+    ones), quiet, after the :data:`WARM` first requests: the share of answers it decided and the
+    calls of each deployment per answer."""
+    start = time.perf_counter()
+    deployment = Deployment(url, model, "bfloat16", accord.models.local(dtype="float32"))
+    deployment.warm()
+    print(f"cost: {len(items)} shipped tasks, quiet, after {len(WARM)} first requests: {deployment.backend.describe()['gate']}", flush=True)
+    answers = [deployment.accord(item) for item in items]
+    n = len(answers)
+    found = {"items": n, "referred": sum(a.reference > 0 for a in answers) / n, "serving_calls": sum(a.serving for a in answers) / n,
+             "reference_calls": sum(a.reference for a in answers) / n, "invalid": sum(a.key is None for a in answers),
+             "floor": deployment.backend.noise().floor}
+    report_into["cost"] = found
+    print(f"  {found['referred']:.0%} of answers decided by the reference; per answer {found['serving_calls']:.2f} serving calls + "
+          f"{found['reference_calls']:.2f} reference calls; {found['invalid']} without a valid value; floor {found['floor']:.3f} "
+          f"({time.perf_counter() - start:.0f} s)", flush=True)
 
 
 def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any], load: Any,
