@@ -18,7 +18,8 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     identity()                the model's identity in ledger keys: ``fingerprint``, or a
                               ConfigError when it names no model (the default "unknown")
     gives_margins             ``Completion.margins`` are filled in (default False)
-    perturbable               ballots can run under ``accord.Perturb`` perturbations (default False)
+    perturbable               ballots can run under ``accord.Perturb`` perturbations (default False);
+                              ``accord audit`` measures the noise floors of such a backend
     default_max_tokens        the output budget when the run sets none (default 512)
     noise()                   how far numeric noise moves its logits, or None (default None)
     reference                 the deployment of the same weights that decides a prompt whose
@@ -46,8 +47,6 @@ where the backend does not know it; it too never ``getattr``s a backend:
     unconstrained(prompt)     what the model writes with no grammar (the audit's raw phase), a
                               Completion, or None where the backend cannot write apart from
                               ``generate`` (default None: the audit calls ``generate``)
-    measures_floors           the audit can measure this backend's noise floors itself, by
-                              perturbing it (default False; the local backend: True)
 """
 
 from __future__ import annotations
@@ -122,7 +121,6 @@ class Backend:
     dtype: str | None = None
     tokenizer: Any = None
     conversion_seconds: float | None = None
-    measures_floors: bool = False
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError

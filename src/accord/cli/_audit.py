@@ -315,7 +315,7 @@ def measured_floors(conditions: Sequence[Condition]) -> dict[str, dict[str, floa
     floors: dict[str, dict[str, float]] = {}
     for condition in conditions:
         dtype = condition.backend.dtype
-        if dtype is None or dtype in floors or not condition.backend.measures_floors:
+        if dtype is None or dtype in floors or not condition.backend.perturbable:
             continue
         try:
             floors[dtype] = noise_floors(condition.backend)

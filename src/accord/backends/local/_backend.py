@@ -57,7 +57,6 @@ class TransformersBackend(Backend):
     constrains = True
     gives_margins = True
     perturbable = True
-    measures_floors = True  # the audit measures its floors (backends/local/_calibrate.noise_floors)
 
     def __init__(
         self,
