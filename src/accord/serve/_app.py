@@ -207,20 +207,27 @@ class Proxy:
             if job.mode != "pass":
                 return await self._decided(request, job, deployment, line)
         line.mode = "pass"
+        return await self._pass_responses(request, line, deployment, _renamed(body, parsed, deployment), parsed)
+
+    async def _pass_responses(self, request: Request, line: Line, deployment: Deployment, body: bytes, parsed: dict[str, Any]) -> Response:
+        """A Responses request passed through: to the upstream's own ``/responses`` (unchanged), or,
+        where it has none, as the chat completion it asks for, whose answer goes back as a response."""
+        stream = bool(parsed.get("stream", False))
         try:
-            relayed = await unless_gone(request, deployment.upstreams.responses(_renamed(body, parsed, deployment), stream=stream))
+            relayed = await unless_gone(request, deployment.upstreams.responses(body, stream=stream))
         except BackendError as exc:
             raise upstream(exc, None) from None
-        if relayed is not None:  # the upstream's own /responses answered
+        if relayed is not None:
             status, kept, content = relayed
-            return Response(content, status_code=status, headers=kept) if isinstance(content, bytes) else \
-                StreamingResponse(content, status_code=status, headers=kept)  # fmt: skip
-        chat = {**chat_body(parsed), "model": deployment.upstream_model(line.model)}  # no /responses there: as a chat completion
-        status, kept, content = await self._relay(request, deployment, json.dumps(chat, ensure_ascii=False).encode(), False)
-        if status >= 300 or not isinstance(content, bytes):
+            if isinstance(content, bytes):
+                return Response(content, status_code=status, headers=kept)
+            return StreamingResponse(content, status_code=status, headers=kept)
+        chat = {**chat_body(parsed), "model": deployment.upstream_model(line.model or "")}
+        status, kept, content = await self._relay(request, deployment, _dumps(chat), False)
+        if status >= 300 or not isinstance(content, bytes):  # the upstream's error, passed on as it is (the same shape)
             return Response(content if isinstance(content, bytes) else b"", status_code=status, headers=kept)
         try:
-            made = from_chat(json.loads(content), echo(parsed), line.request_id, line.model)
+            made = from_chat(json.loads(content), echo(parsed), line.request_id, line.model or "")
         except ValueError as exc:
             raise ApiError(502, f"the upstream's chat completion cannot be read: {exc}", type="upstream_error", code="upstream_failed") from None
         if stream:
