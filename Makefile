@@ -14,7 +14,7 @@ TEST_NEEDS := $(STAMP)
 else
 TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
 endif
-# The official Node openai client for tests/test_serve_node.py, from tests/node's lockfile.
+# The Node clients (openai, the Vercel AI SDK) for tests/test_serve_node.py, from tests/node's lockfile.
 NODE_STAMP := tests/node/node_modules/.installed
 TEST_NEEDS += $(NODE_STAMP)
 
@@ -69,7 +69,7 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
 
-# npm ci installs exactly the lockfile's packages (openai, zod) into tests/node/node_modules.
+# npm ci installs exactly the lockfile's packages (openai, zod, and the Vercel AI SDK: ai, @ai-sdk/openai) into tests/node/node_modules.
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $(NODE_STAMP)

@@ -1,20 +1,25 @@
 """``accord serve``: what the proxy adds, each figure measured directly and through the proxy in one run.
 
-    python benchmarks/serve.py [--quick] [--check] [--only latency,core,vllm] [--base-url URL --model NAME]
+    python benchmarks/serve.py [--quick] [--check] [--only latency,load,core,vllm] [--base-url URL --model NAME]
 
 Real processes on loopback: the fake upstream (tests/fake_upstream.py, an instant scripted
 OpenAI-compatible server), ``accord serve`` (uvicorn; tests/serving.py starts both), and for the
 throughput a real vLLM (tests/servers.py, or the server of ``--base-url``; inside the test suite
 ``--quick`` measures the session's, ``$ACCORD_TEST_VLLM_URL``).
 
-- latency: one request at a time, alternating direct (client -> fake) and through the proxy
-  (client -> proxy -> accord.models.openai -> fake), the same body (a ``json_schema``
-  ``response_format``), a keep-alive httpx client. The proxy knows the fake's noise floor
-  (``[backend] noise_floor``) and the fake's logprob gaps clear it, so accord's default policy
-  settles each answer in one call (the margin gate): the added p50 (target <= 2 ms), p99 printed.
+- latency: one request at a time, alternating direct (client -> fake), through the proxy's chat
+  completions (client -> proxy -> accord.models.openai -> fake) and through its Responses API
+  (``POST /v1/responses`` with the same schema as ``text.format``: the same upstream call), a
+  keep-alive httpx client. The proxy knows the fake's noise floor (``[backend] noise_floor``)
+  and the fake's logprob gaps clear it, so accord's default policy settles each answer in one
+  call (the margin gate): the added p50 of each API (target <= 2 ms), p99 printed.
 - one core: the proxy pinned to CPU 0 (``sched_setaffinity``), the fake and the client on the other CPU,
   16 requests in flight for a few seconds: requests per second, and requests per CPU-second of
   the proxy process (its own throughput on one core, whatever the client could send).
+- load: 100 Responses requests, 50 at once, each a vote of two messy ballots (``accord: {"k": 3, "gate": false}``),
+  after 50 to warm: all answered with the voted value, and the proxy's resident memory sampled
+  every 10 ms: its peak growth over the batch (target: bounded, < 50 MiB). Run after the
+  latency and one core: its messy ballots teach the proxy that the fake ignores a schema.
 - vLLM: the same requests at concurrency 32 (``max_tokens`` 16, a ``json_schema`` response
   format), directly and through the proxy with ``accord: {"k": 1}`` (one upstream call an
   answer: the same work), alternating, twice: requests per second through the proxy against
@@ -22,7 +27,7 @@ throughput a real vLLM (tests/servers.py, or the server of ``--base-url``; insid
 - calls per answer: through the proxy, with accord's default policy (1 directly, by definition).
 
 ``--check`` exits 1 when a target is missed. ``--quick`` (the suite's) measures each figure on
-less: 100 requests an arm for the latency, 1 s on one core, after 4 warm-up requests an arm one
+less: 100 requests an arm for the latency (the load is the same 100), 1 s on one core, after 4 warm-up requests an arm one
 burst of 32 an arm at concurrency 32 (the least that keeps 32 in flight), 4 answers under the
 default policy. Each section prints its seconds.
 """
@@ -32,11 +37,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +65,9 @@ SCHEMA = {"type": "object", "properties": {"sentiment": {"type": "string", "enum
 FORMAT = {"type": "json_schema", "json_schema": {"name": "Sentiment", "schema": SCHEMA, "strict": True}}
 TEXTS = ("The pasta was cold and the waiter ignored us.", "Great pen, writes smoothly.", "It arrived on Tuesday.",
          "Best concert of my life!", "The battery died after a week.", "Delivery was on time, packaging fine.")  # fmt: skip
+TEXT_FORMAT = {"format": {"type": "json_schema", "name": "Sentiment", "schema": SCHEMA, "strict": True}}
 FLOOR_CONFIG = '[backend]\nnoise_floor = 0.5\n'  # the fake's gaps are 8: every step clears it
+MESSY = ["{sentiment: 'positive'}", '```json\n{"sentiment": "positive"}\n```', '{"sentiment": "positive"}']  # two ballots agree
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -82,6 +91,22 @@ def body(model: str, i: int, accord: dict[str, Any] | None = None, max_tokens: i
     return out
 
 
+def responses_body(model: str, i: int, accord: dict[str, Any] | None = None, text: str | None = None) -> dict[str, Any]:
+    """The Responses twin of :func:`body`: the same question, the schema as ``text.format``."""
+    out: dict[str, Any] = {"model": model, "input": text or f"Classify the sentiment (item {i}): {TEXTS[i % len(TEXTS)]}",
+                           "text": TEXT_FORMAT, "temperature": 0}  # fmt: skip
+    if accord is not None:
+        out["accord"] = accord
+    return out
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 @contextlib.contextmanager
 def floor_config() -> Iterator[str]:
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as file:
@@ -97,24 +122,71 @@ def floor_config() -> Iterator[str]:
 
 def latency(fake: Any, proxy: Any, n: int) -> dict[str, Any]:
     headers = {"authorization": f"Bearer {CLIENT_KEY}"}
-    direct, through, calls = [], [], []
+    direct, through, responses, calls = [], [], [], []
     with httpx.Client(timeout=30) as client:
         for i in range(n + 20):
-            payload = body("fake-model", 0)
+            payload, asked = body("fake-model", 0), responses_body("fake-model", 0)
             t = time.perf_counter()
             client.post(f"{fake.url}/chat/completions", json=payload).raise_for_status()
             d = time.perf_counter() - t
             t = time.perf_counter()
             answer = client.post(f"{proxy.url}/chat/completions", json=payload, headers=headers)
             p = time.perf_counter() - t
+            t = time.perf_counter()
+            made = client.post(f"{proxy.url}/responses", json=asked, headers=headers)
+            r = time.perf_counter() - t
             answer.raise_for_status()
+            made.raise_for_status()
             if i >= 20:  # the first ones warm both paths (the probe, the Stabilizer, the pools)
                 direct.append(d)
                 through.append(p)
-                calls.append(answer.json()["accord"]["calls"])
-    return {"direct_p50": statistics.median(direct), "direct_p99": percentile(direct, 99), "proxy_p50": statistics.median(through),
-            "proxy_p99": percentile(through, 99), "added_p50": statistics.median(through) - statistics.median(direct),
-            "added_p99": percentile(through, 99) - percentile(direct, 99), "calls_per_answer": sum(calls) / len(calls), "n": n}  # fmt: skip
+                responses.append(r)
+                calls += [answer.json()["accord"]["calls"], made.json()["accord"]["calls"]]
+    p50 = statistics.median
+    return {"direct_p50": p50(direct), "direct_p99": percentile(direct, 99), "proxy_p50": p50(through), "proxy_p99": percentile(through, 99),
+            "responses_p50": p50(responses), "responses_p99": percentile(responses, 99), "added_p50": p50(through) - p50(direct),
+            "added_p99": percentile(through, 99) - percentile(direct, 99), "responses_added_p50": p50(responses) - p50(direct),
+            "responses_added_p99": percentile(responses, 99) - percentile(direct, 99), "calls_per_answer": sum(calls) / len(calls), "n": n}  # fmt: skip
+
+
+# -- 100 Responses requests, 50 at once ------------------------------------------------------------------
+
+
+def responses_load(proxy: Any, n: int = 100, at_once: int = 50, warm: int = 50) -> dict[str, Any]:
+    pid = proxy.process.pid
+
+    async def batch(count: int) -> list[httpx.Response]:
+        gate = asyncio.Semaphore(at_once)
+        limits = httpx.Limits(max_connections=at_once, max_keepalive_connections=at_once)
+        async with httpx.AsyncClient(timeout=60, limits=limits, headers={"authorization": f"Bearer {CLIENT_KEY}"}) as client:
+
+            async def one(i: int) -> httpx.Response:
+                text = f"Classify the sentiment (load {i}, {time.monotonic_ns()}): Great pen. FAKE:{json.dumps({'say': MESSY})}"
+                async with gate:
+                    return await client.post(f"{proxy.url}/responses", json=responses_body("fake-model", i, {"k": 3, "gate": False}, text))
+
+            return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+    asyncio.run(batch(warm))  # every path taken once
+    before, peak, done = rss_mib(pid), [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mib(pid))
+            done.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.perf_counter()
+    answers = asyncio.run(batch(n))
+    took = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    right = [a for a in answers if a.status_code == 200
+             and json.loads(a.json()["output"][0]["content"][0]["text"]) == {"sentiment": "positive"}]  # fmt: skip
+    return {"n": n, "at_once": at_once, "answered": len(right), "statuses": sorted({a.status_code for a in answers}), "seconds": took,
+            "rss_before": before, "peak_growth": max(peak[0], rss_mib(pid)) - before, "rss_after": rss_mib(pid),
+            "calls_per_answer": sum(a.json()["accord"]["calls"] for a in answers if a.status_code == 200) / max(1, len(right))}  # fmt: skip
 
 
 # -- one core ---------------------------------------------------------------------------------------
@@ -205,7 +277,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer requests, shorter runs, one vLLM round")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--only", default="latency,core,vllm", help="sections to run: latency, core, vllm")
+    parser.add_argument("--only", default="latency,load,core,vllm", help="sections to run: latency, load, core, vllm")
     parser.add_argument("--base-url", help="a running vLLM (its /v1 URL) instead of starting one")
     parser.add_argument("--model", help="the model name on --base-url")
     parser.add_argument("--requests", type=int, help="latency: requests per arm (default 1000; --quick 100)")
@@ -217,19 +289,24 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, pace {machine_speed():.0f} ms "
           "(benchmarks/parsing.py's fixed loop: 30-110 ms on this project's machines)")  # fmt: skip
     met = []
-    if sections & {"latency", "core"}:
+    if sections & {"latency", "load", "core"}:
         with floor_config() as config, fake_upstream() as fake, accord_serve([fake.url], "--api-key", CLIENT_KEY, "--config", config) as proxy:
             if "latency" in sections:
                 t0 = time.monotonic()
                 figures = latency(fake, proxy, n_latency)
                 ok = figures["added_p50"] <= 0.002
-                met.append(ok)
+                ok_responses = figures["responses_added_p50"] <= 0.002
+                met += [ok, ok_responses]
                 print(f"latency, one call an answer ({figures['n']} requests each, alternating; calls per answer through the proxy "
                       f"{figures['calls_per_answer']:.2f}):")  # fmt: skip
-                print(f"  direct  p50 {figures['direct_p50'] * 1000:.2f} ms  p99 {figures['direct_p99'] * 1000:.2f} ms")
-                print(f"  proxy   p50 {figures['proxy_p50'] * 1000:.2f} ms  p99 {figures['proxy_p99'] * 1000:.2f} ms")
-                print(f"  added   p50 {figures['added_p50'] * 1000:.2f} ms (target <= 2 ms: {'met' if ok else 'NOT met'})  "
-                      f"p99 {figures['added_p99'] * 1000:.2f} ms  ({time.monotonic() - t0:.1f} s)")  # fmt: skip
+                print(f"  direct            p50 {figures['direct_p50'] * 1000:.2f} ms  p99 {figures['direct_p99'] * 1000:.2f} ms")
+                print(f"  chat completions  p50 {figures['proxy_p50'] * 1000:.2f} ms  p99 {figures['proxy_p99'] * 1000:.2f} ms")
+                print(f"  responses         p50 {figures['responses_p50'] * 1000:.2f} ms  p99 {figures['responses_p99'] * 1000:.2f} ms")
+                print(f"  added, chat completions  p50 {figures['added_p50'] * 1000:.2f} ms (target <= 2 ms: {'met' if ok else 'NOT met'})  "
+                      f"p99 {figures['added_p99'] * 1000:.2f} ms")  # fmt: skip
+                print(f"  added, responses         p50 {figures['responses_added_p50'] * 1000:.2f} ms "
+                      f"(target <= 2 ms: {'met' if ok_responses else 'NOT met'})  p99 {figures['responses_added_p99'] * 1000:.2f} ms  "
+                      f"({time.monotonic() - t0:.1f} s)")  # fmt: skip
             if "core" in sections and (os.cpu_count() or 1) >= 2:
                 everywhere = set(range(os.cpu_count() or 1))
                 os.sched_setaffinity(proxy.process.pid, {0})  # the proxy on CPU 0; the fake and this client on CPU 1
@@ -244,6 +321,16 @@ def main() -> int:
                 print(f"one core: the proxy pinned to CPU 0, 16 requests in flight: {core['rps']:.0f} requests/s "
                       f"({core['requests']} requests; the proxy busy {core['proxy_cpu_share'] * 100:.0f}% of its core), "
                       f"{core['per_cpu_second']:.0f} requests per CPU-second of the proxy  ({time.monotonic() - t0:.1f} s)")  # fmt: skip
+            if "load" in sections:  # last: its messy ballots teach the proxy that the fake ignores schemas
+                t0 = time.monotonic()
+                load = responses_load(proxy)
+                ok = load["answered"] == load["n"] and load["peak_growth"] < 50
+                met.append(ok)
+                print(f"load: {load['n']} Responses requests, {load['at_once']} at once (k=3 without the gate: a vote of messy ballots): {load['answered']} answered "
+                      f"with the voted value (statuses {load['statuses']}) in {load['seconds']:.1f} s, {load['calls_per_answer']:.2f} calls "
+                      f"per answer; the proxy's RSS {load['rss_before']:.0f} MiB before, peak growth {load['peak_growth']:.1f} MiB, "
+                      f"{load['rss_after']:.0f} MiB after (target: all answered, growth < 50 MiB: {'met' if ok else 'NOT met'})  "
+                      f"({time.monotonic() - t0:.1f} s)")  # fmt: skip
     if "vllm" in sections:
         url = args.base_url or (os.environ.get(REUSE_URL) if args.quick else None)
         model = args.model or (os.environ.get(REUSE_MODEL) if url and not args.base_url else None)

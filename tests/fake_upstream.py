@@ -15,13 +15,18 @@ The last user message may end in ``FAKE:{json}``, a directive:
     tool_call   answer with this tool call ({"name", "arguments"}) instead of content
     chunk_delay seconds between the chunks of a streamed answer
 
+Started with ``--responses`` it also serves ``POST /v1/responses`` (as vLLM and OpenAI do): a
+text answer in the Responses shape (``Hello from the fake's /responses.``, or ``say[0]``),
+streamed when asked; without it that route is a 404, as on servers that have only chat completions.
+
 Without a directive it answers at once: accord's ``response_format`` probe with
 ``{"probe": 1}``, a batch neighbour (accord's filler text) with a short text, a request with a
 ``json_schema`` with the smallest instance of it, anything else with a greeting. It streams
 when asked (``stream: true``), and returns logprobs when asked.
 
 ``GET /_stats`` says what it was asked (calls per prompt, probes, neighbours, the most calls in
-flight at once, the Authorization headers seen, the tokens billed, the last body per prompt);
+flight at once, the Authorization headers seen, the tokens billed, the last body per prompt, the
+``/v1/responses`` requests it had no route for);
 ``POST /_reset`` forgets it.
 """
 
@@ -64,15 +69,17 @@ class Book:
         self.completion_tokens = 0
         self.started = 0
         self.finished = 0
+        self.no_responses = 0  # POST /v1/responses answered 404 (started without --responses)
 
     def stats(self) -> dict[str, Any]:
         return {"calls": self.calls, "answered": self.answered, "abandoned": self.abandoned, "bodies": self.bodies, "probes": self.probes, "neighbours": self.neighbours,
                 "max_in_flight": self.max_in_flight, "in_flight": self.in_flight, "auth": sorted(self.auth), "hosts": self.hosts,
                 "billed": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}, "billed_by_prompt": self.billed,
-                "started": self.started, "finished": self.finished}  # fmt: skip
+                "started": self.started, "finished": self.finished, "no_responses": self.no_responses}  # fmt: skip
 
 
 BOOK = Book()
+RESPONSES = False  # whether POST /v1/responses is served (--responses)
 
 
 def prompt_of(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -241,6 +248,40 @@ async def _sse(body: dict[str, Any], message: dict[str, Any], finish: str, usage
     yield b"data: [DONE]\n\n"
 
 
+async def responses(request: Request) -> Response:
+    """``POST /v1/responses``, served only with ``--responses`` (else the 404 of a server without it)."""
+    if not RESPONSES:
+        BOOK.no_responses += 1
+        return Response("Not Found", status_code=404, media_type="text/plain")
+    body = await request.json()
+    given = body.get("input")
+    text = given if isinstance(given, str) else json.dumps(given)
+    key, said = prompt_of([{"role": "user", "content": text}])
+    BOOK.calls[key] = BOOK.calls.get(key, 0) + 1
+    BOOK.bodies[key] = body
+    if request.headers.get("authorization"):
+        BOOK.auth.add(request.headers["authorization"])
+    content = str((said.get("say") or ["Hello from the fake's /responses."])[0])
+    usage = {"input_tokens": len(text) // 4 + 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": len(content) // 4 + 1,
+             "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    item = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": content, "annotations": []}]}  # fmt: skip
+    answer = {"id": "resp_fake", "object": "response", "created_at": int(time.time()), "status": "completed", "model": body.get("model"),
+              "output": [item], "usage": usage, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True}  # fmt: skip
+    if not body.get("stream"):
+        return JSONResponse(answer)
+
+    async def events() -> Any:
+        for n, (kind, fields) in enumerate([("response.created", {"response": {**answer, "status": "in_progress", "output": []}}),
+                                            ("response.output_item.added", {"output_index": 0, "item": {**item, "content": []}}),
+                                            ("response.output_text.delta", {"item_id": "msg_fake", "output_index": 0, "content_index": 0, "delta": content}),
+                                            ("response.completed", {"response": answer})]):  # fmt: skip
+            yield f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': n, **fields})}\n\n".encode()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "tests"}]})
 
@@ -256,6 +297,7 @@ async def reset(request: Request) -> Response:
 
 app = Starlette(routes=[
     Route("/v1/chat/completions", chat, methods=["POST"]),
+    Route("/v1/responses", responses, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     Route("/_stats", stats, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
@@ -267,7 +309,10 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--responses", action="store_true", help="serve POST /v1/responses too")
     args = parser.parse_args()
+    global RESPONSES  # noqa: PLW0603 - set once, before serving
+    RESPONSES = args.responses
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

@@ -112,10 +112,11 @@ class Fake:
 
 
 @contextlib.contextmanager
-def fake_upstream(port: int | None = None) -> Iterator[Fake]:
-    """tests/fake_upstream.py in its own process, on ``port`` (default: a free one)."""
+def fake_upstream(port: int | None = None, *, responses: bool = False) -> Iterator[Fake]:
+    """tests/fake_upstream.py in its own process, on ``port`` (default: a free one); with
+    ``responses``, it serves ``POST /v1/responses`` too."""
     port = port or free_port()
-    command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port)]
+    command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port), *(["--responses"] if responses else [])]
     proc = _start(command, f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1/models", dict(os.environ))
     try:
         yield Fake(proc)

@@ -158,7 +158,7 @@ async def _several(fake_upstream: Any) -> None:
     assert response.status_code == 200 and json.loads(response.json()["choices"][0]["message"]["content"]) == {"stars": 4}
     assert response.json()["accord"]["calls"] == 2
     assert set(fake_upstream.stats()["hosts"]) == {f"127.0.0.1:{port}", f"localhost:{port}"}  # one ballot each
-    upstream = app.state.proxy.upstreams.backend("fake-model", "schema")
+    upstream = app.state.proxy.router.pick("fake-model").upstreams.backend("fake-model", "schema")
     assert upstream.fingerprint == f"openai:fake-model@{urls[0]}|{urls[1]}" == accord.models.openai(base_url=list(urls), model="fake-model").fingerprint
 
 

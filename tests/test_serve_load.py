@@ -1,5 +1,5 @@
-"""``accord serve`` under load, and its bounds: 200 requests 50 at once (all answered, memory
-bounded), ``--concurrency`` (upstream calls in flight), ``--queue`` (a 429 past it), and SIGTERM
+"""``accord serve`` under load, and its bounds: 200 chat requests and 100 Responses requests, 50 at
+once (all answered, memory bounded), ``--concurrency`` (upstream calls in flight), ``--queue`` (a 429 past it), and SIGTERM
 (in-flight requests finish, new ones get a 503). Real processes, loopback only, bounded.
 """
 
@@ -73,6 +73,40 @@ def test_200_requests_50_at_once_are_all_answered_with_memory_bounded(serve_prox
     assert sum(stats["answered"].values()) == 400  # two ballots each, no more
     assert stats["max_in_flight"] <= 16, "--concurrency 16 bounds the upstream calls of all requests together"
     assert grown < 50, f"RSS grew {grown:.1f} MiB over 200 requests"
+
+
+async def responses_batch(url: str, n: int, at_once: int) -> list[Any]:
+    client = openai.AsyncOpenAI(base_url=url, api_key=CLIENT_KEY, max_retries=0, timeout=60)
+    gate = asyncio.Semaphore(at_once)
+    text = {"format": {"type": "json_schema", "name": "Review", "schema": SCHEMA}}
+
+    async def one() -> Any:
+        async with gate:
+            try:
+                return await client.responses.create(model="fake-model", input=prompt({"say": MESSY}), text=text,  # type: ignore[arg-type]
+                                                     extra_body={"accord": {"k": 3}})  # fmt: skip
+            except openai.APIStatusError as exc:
+                return exc
+
+    try:
+        return list(await asyncio.gather(*(one() for _ in range(n))))
+    finally:
+        await client.close()
+
+
+def test_100_responses_requests_50_at_once_are_all_answered_with_memory_bounded(serve_proxy: Any, fake_upstream: Any) -> None:
+    pid = serve_proxy.process.pid
+    asyncio.run(responses_batch(serve_proxy.url, 50, 50))  # warm: every path taken once
+    before = rss_mib(pid)
+    fake_upstream.reset()
+    answers = asyncio.run(responses_batch(serve_proxy.url, 100, 50))
+    grown = rss_mib(pid) - before
+    failed = [a for a in answers if isinstance(a, Exception)]
+    assert not failed, failed[:3]
+    assert all(json.loads(a.output_text) == RIGHT and a.model_extra["accord"]["calls"] == 2 for a in answers)
+    assert sum(fake_upstream.stats()["answered"].values()) == 200  # two ballots each, no more
+    assert fake_upstream.stats()["max_in_flight"] <= 16, "--concurrency 16 bounds the upstream calls"
+    assert grown < 50, f"RSS grew {grown:.1f} MiB over 100 Responses requests"
 
 
 def test_the_bounds_an_upstream_down_and_sigterm() -> None:

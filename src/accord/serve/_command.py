@@ -10,11 +10,14 @@ import typer
 from .. import ConfigError
 
 _UPSTREAM = typer.Option([], "--upstream", help="An OpenAI-compatible base URL (ending in /v1); repeat for round-robin.")
+_MODELS = typer.Option([], "--model", help="Route by model: NAME=URL[,URL...][;setting=value...] (repeatable), e.g. "
+                       "'small=http://127.0.0.1:8001/v1;k=7;key_env=SMALL_KEY'. Instead of --upstream.")
 _KEYS = typer.Option([], "--api-key", help="A client key (repeatable; or ACCORD_API_KEYS, comma-separated). Without keys only 127.0.0.1 may be bound.")
 
 
 def serve_command(  # noqa: PLR0917 - a typer command: one parameter per option
     upstream: list[str] = _UPSTREAM,
+    model: list[str] = _MODELS,
     host: str = typer.Option(None, "--host", help="The address to bind (default 127.0.0.1)."),
     port: int = typer.Option(None, "--port", help="The port (default 8000)."),
     api_key: list[str] = _KEYS,
@@ -31,7 +34,7 @@ def serve_command(  # noqa: PLR0917 - a typer command: one parameter per option
 ) -> None:
     """A stabilizing OpenAI-compatible proxy: every request with a schema gets accord's validated, voted answer."""
     given: dict[str, Any] = {
-        "upstreams": tuple(upstream), "host": host, "port": port, "api_keys": tuple(api_key), "ledger": ledger, "max_k": max_k,
+        "upstreams": tuple(upstream), "models": tuple(model), "host": host, "port": port, "api_keys": tuple(api_key), "ledger": ledger, "max_k": max_k,
         "max_seconds": max_seconds, "max_body": max_body, "concurrency": concurrency, "queue": queue, "grace": grace,
         "insecure": insecure or None, "log_level": log_level,
     }  # fmt: skip

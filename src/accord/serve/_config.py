@@ -2,12 +2,16 @@
 
 A :class:`Config` comes from the command line, a config file (``--config FILE``: TOML or JSON,
 the same names as the flags, plus a ``[policy]`` table, the server's default ``accord`` field,
-and a ``[backend]`` table of ``accord.models.openai`` options), and the environment
-(``ACCORD_API_KEYS``, comma-separated). Everything is checked here, once, before the server
-starts: a value that cannot work is a :class:`~accord.ConfigError` that names it.
+a ``[backend]`` table of ``accord.models.openai`` options, and a ``[models]`` table to route by
+model, ``._routes``), and the environment (``ACCORD_API_KEYS``, comma-separated). Everything is
+checked here, once, before the server starts: a value that cannot work is a
+:class:`~accord.ConfigError` that names it.
 
-The upstream's own key is never part of a Config: it is read from ``OPENAI_API_KEY`` by the
-upstream client, as ``accord.models.openai`` does, and never shown.
+Either ``upstreams`` (``--upstream``: one set of upstreams, the request's ``model`` passed on as
+it is) or ``models`` (``--model`` / ``[models]``: the request's ``model`` picks one) is given.
+
+An upstream's own key is never part of a Config: it is read from ``OPENAI_API_KEY`` (or a
+model's ``key_env``) by the upstream client, as ``accord.models.openai`` does, and never shown.
 """
 
 from __future__ import annotations
@@ -23,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import ConfigError
+from ._routes import BACKEND_OPTIONS, POLICY_NAMES, Route, check_tables, check_unique, parse_flag, read_models
+
+__all__ = ["BACKEND_OPTIONS", "KEYS_ENV", "POLICY_NAMES", "Config", "build", "loopback"]
 
 KEYS_ENV = "ACCORD_API_KEYS"
-#: ``accord.models.openai`` options a config file may set for every upstream.
-BACKEND_OPTIONS = ("noise_floor", "dtype", "spread", "logprobs", "top_logprobs", "structured", "timeout", "max_tokens")
-#: The policy names a config file's ``[policy]`` may set (the ``accord`` request field's, less ``refresh``).
-POLICY_NAMES = ("k", "quorum", "fieldwise", "retry", "max_seconds", "early_stop", "gate", "plurality", "normalize")
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,11 @@ class Config:
     that may wait beyond ``concurrency`` (one more is a 429). ``grace``: seconds in-flight requests
     get after SIGTERM. ``transport_attempts``: calls per ballot for a transient upstream fault
     (429, 5xx, a dropped connection), the first included. ``policy``: the default ``accord``
-    field. ``backend``: ``accord.models.openai`` options.
+    field. ``backend``: ``accord.models.openai`` options. ``models``: the models a request may
+    name, each with its upstreams (``._routes.Route``); none: ``upstreams`` for every model.
     """
 
-    upstreams: tuple[str, ...]
+    upstreams: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8000
     api_keys: tuple[str, ...] = field(default=(), repr=False)
@@ -61,13 +65,21 @@ class Config:
     log_level: str = "info"
     policy: Mapping[str, Any] = field(default_factory=dict)
     backend: Mapping[str, Any] = field(default_factory=dict)
+    models: tuple[Route, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.upstreams:
-            raise ConfigError("accord serve needs an upstream: --upstream URL (an OpenAI-compatible base URL, e.g. http://127.0.0.1:8001/v1)")
-        for url in self.upstreams:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ConfigError("--upstream must be an http:// or https:// base URL")
+        if self.models and self.upstreams:
+            raise ConfigError("give --upstream (one set of upstreams for every model name) or --model / [models] (routing by model), not both")
+        if not self.models:
+            if not self.upstreams:
+                raise ConfigError("accord serve needs an upstream: --upstream URL (an OpenAI-compatible base URL, e.g. "
+                                  "http://127.0.0.1:8001/v1), or --model NAME=URL for each model it routes")  # fmt: skip
+            for url in self.upstreams:
+                if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                    raise ConfigError("--upstream must be an http:// or https:// base URL")
+        if not all(isinstance(m, Route) for m in self.models):
+            raise ConfigError("models must be Routes (built by build(), from --model or a [models] table)")
+        check_unique(self.models)
         _integer("port", self.port, 0, 65535)
         _integer("max_k", self.max_k, 1, 1000)
         _integer("max_body", self.max_body, 1024)
@@ -83,12 +95,7 @@ class Config:
                 raise ConfigError("every client key must be a string of at least 8 characters without spaces")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error, got {self.log_level!r}")
-        unknown = sorted(set(self.policy) - set(POLICY_NAMES))
-        if unknown:
-            raise ConfigError(f"[policy] has unknown names {unknown}; it takes: {', '.join(POLICY_NAMES)}")
-        unknown = sorted(set(self.backend) - set(BACKEND_OPTIONS))
-        if unknown:
-            raise ConfigError(f"[backend] has unknown names {unknown}; it takes: {', '.join(BACKEND_OPTIONS)}")
+        check_tables(self.policy, self.backend, "")
         if not self.api_keys and not self.insecure and not loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host} without client keys: set --api-key (or {KEYS_ENV}), bind 127.0.0.1, or say --insecure"
@@ -145,7 +152,8 @@ _FILE_NAMES = {f.name for f in dataclasses.fields(Config)} | {"upstream", "api_k
 def build(given: Mapping[str, Any], file: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """The Config of the flags ``given`` (None or empty: not given), over the file's, over the defaults.
 
-    Client keys are the flags', else the file's, else ``ACCORD_API_KEYS``'s.
+    Client keys are the flags', else the file's, else ``ACCORD_API_KEYS``'s. ``given["models"]``
+    holds ``--model`` flags (text); they replace the file's ``[models]``.
     """
     environ = os.environ if environ is None else environ
     settings: dict[str, Any] = {}
@@ -157,10 +165,17 @@ def build(given: Mapping[str, Any], file: str | os.PathLike[str] | None = None, 
         for alias, name in (("upstream", "upstreams"), ("api_key", "api_keys")):
             if alias in data:
                 data[name] = data.pop(alias)
+        if "models" in data:
+            data["models"] = read_models(data["models"])
         settings.update(data)
     for name, value in given.items():
         if value is not None and value not in ((), []):
-            settings[name] = value
+            settings[name] = tuple(parse_flag(v) if isinstance(v, str) else v for v in value) if name == "models" else value
+    if given.get("upstreams") and not given.get("models"):
+        settings.pop("models", None)  # --upstream on the command line replaces the file's routing
+    elif given.get("models") and not given.get("upstreams"):
+        settings.pop("upstreams", None)
+        settings.pop("upstream", None)
     if not settings.get("api_keys") and environ.get(KEYS_ENV):
         settings["api_keys"] = [k.strip() for k in environ[KEYS_ENV].split(",") if k.strip()]
     for name in ("upstreams", "api_keys"):

@@ -4,7 +4,8 @@
 
     400  invalid_request_error    malformed JSON, a bad ``accord`` field or cap, ``n > 1`` with a schema
     401  invalid_request_error    no or a wrong client key (code ``invalid_api_key``)
-    404  invalid_request_error    no such route (or the upstream's 4xx for a model it lacks, passed on)
+    404  invalid_request_error    no such route, a model this server does not route (``model_not_found``),
+                                  or the upstream's 4xx for a model it lacks, passed on
     413  invalid_request_error    a body over ``--max-body``
     422  accord_invalid_output    no ballot gave a valid value           ``x-should-retry: false``
     422  accord_no_consensus      valid ballots, no quorum               ``x-should-retry: false``
@@ -27,13 +28,21 @@ from typing import Any
 
 from .. import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
 
-_UPSTREAM_KEY = "OPENAI_API_KEY"
+_KEY_ENVS = {"OPENAI_API_KEY"}  # where the upstream keys are read (a routed model may name its own)
+
+
+def watch_key(env: str) -> None:
+    """Scrub the key in environment variable ``env`` from every message too."""
+    _KEY_ENVS.add(env)
 
 
 def redact(text: str) -> str:
-    """``text`` without the upstream key (the backend scrubs its messages already; this is the edge)."""
-    key = os.environ.get(_UPSTREAM_KEY)
-    return text.replace(key, "***") if key and len(key) >= 4 and key in text else text
+    """``text`` without the upstream keys (the backend scrubs its messages already; this is the edge)."""
+    for env in _KEY_ENVS:
+        key = os.environ.get(env)
+        if key and len(key) >= 4 and key in text:
+            text = text.replace(key, "***")
+    return text
 
 
 class ApiError(Exception):
@@ -65,6 +74,12 @@ class ApiError(Exception):
 
     def encoded(self) -> bytes:
         return json.dumps(self.body(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def unknown_model(model: str, names: list[str]) -> ApiError:
+    """The 404 for a ``model`` that no configured route names, as OpenAI says it."""
+    return ApiError(404, f"The model `{model}` does not exist on this accord serve (it serves: {', '.join(names)})",
+                    param="model", code="model_not_found")  # fmt: skip
 
 
 def no_retry(headers: dict[str, str] | None = None) -> dict[str, str]:

@@ -52,9 +52,10 @@ def serve(config: Config, *, announce: bool = True) -> int:
     server = Draining(options, proxy)
     if announce:
         where = f"[{config.host}]" if ":" in config.host else config.host
+        upstreams = f"{len(config.upstreams)} upstream(s)" if not config.models else f"{len(config.models)} model(s): {', '.join(m.name for m in config.models)}"
         logging.getLogger("accord.serve").info(
-            "accord serve on http://%s:%d/v1 -> %d upstream(s), %s, concurrency %d, queue %d", where, config.port,
-            len(config.upstreams), "client keys required" if config.api_keys else "no client keys", config.concurrency, config.queue,
+            "accord serve on http://%s:%d/v1 -> %s, %s, concurrency %d, queue %d", where, config.port,
+            upstreams, "client keys required" if config.api_keys else "no client keys", config.concurrency, config.queue,
         )  # fmt: skip
     server.run()
     return 0 if server.started else 1

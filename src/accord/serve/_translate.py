@@ -50,6 +50,16 @@ class Job:
     include_usage: bool = False
     logprobs: bool = False
     top_logprobs: int | None = None
+    api: str = "chat"  # the API asked: "chat" (chat completions) or "responses" (``._responses_api``)
+    echo: dict[str, Any] = field(default_factory=dict)  # a Responses request's settings its response repeats
+
+    @property
+    def schema_param(self) -> str:
+        return "text.format" if self.api == "responses" else "response_format"
+
+    @property
+    def messages_param(self) -> str:
+        return "input" if self.api == "responses" else "messages"
 
     @property
     def forward_tag(self) -> str:
@@ -64,13 +74,19 @@ def _bad(message: str, param: str | None = None, code: str = "invalid_request") 
     return ApiError(400, message, param=param, code=code)
 
 
-def read_job(body: Any, base: Ask, *, max_k: int, max_seconds: float) -> Job:
-    """The Job of a parsed request body (see the module docstring)."""
+def model_of(body: Any) -> str:
+    """The ``model`` a parsed request body names (a 400 when it names none, or is no JSON object)."""
     if not isinstance(body, dict):
         raise _bad("the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model is required: the upstream's model name", "model", "missing_model")
+    return model
+
+
+def read_job(body: Any, base: Ask, *, max_k: int, max_seconds: float) -> Job:
+    """The Job of a parsed request body (see the module docstring)."""
+    model = model_of(body)
     messages = _messages(body.get("messages"))
     stream = body.get("stream", False)
     if not isinstance(stream, bool):

@@ -1,12 +1,17 @@
-"""The upstream deployments: one HTTP connection pool, one openai client per base URL, the
+"""The upstream deployments: one HTTP connection pool for all (:class:`Pool`), and for each set
+of upstreams (:class:`Upstreams`; one per routed model) an openai client per base URL, the
 ``accord.models.openai`` backends per model, and the calls the proxy makes itself (a request
-passed through unchanged, ``GET /models``, the readiness check).
+passed through unchanged, to ``/chat/completions`` or ``/responses``, ``GET /models``, the
+readiness check).
 
 The backends are ``accord.models.openai(client, model=...)`` over an ``openai.AsyncOpenAI``
 (:class:`~._client.LeanAsyncOpenAI`) whose transport is :class:`~._wire.Wire`, so capability detection, logprob margins, calibrated noise floors
 (``accord calibrate --model openai:URL`` measures them under the same URL) and spreading apply
-as they do for a Python program. The upstream key is ``OPENAI_API_KEY`` from the proxy's
-environment, read here only, and only put on requests to the upstream.
+as they do for a Python program. The upstream key is ``OPENAI_API_KEY`` (or a routed model's
+``key_env``) from the proxy's environment, read here only, and only put on requests to the upstream.
+
+Whether an upstream serves ``POST /responses`` is learned from the first Responses request
+passed through to it (a 404 or 405 that is not an API error: no such route), and remembered.
 """
 
 from __future__ import annotations
@@ -15,22 +20,25 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from .. import BackendError, models
 from ._backend import Upstream
 from ._client import LeanAsyncOpenAI
 from ._config import Config
+from ._errors import watch_key
 from ._http import LeanClient, Target
 from ._http import usable as lean_usable
+from ._routes import DEFAULT_KEY_ENV
 from ._stream import Tracked
 from ._wire import Wire, http_module
 
-KEY_ENV = "OPENAI_API_KEY"
+KEY_ENV = DEFAULT_KEY_ENV
 NO_KEY = "unused"  # local servers need none; the openai client insists on one
 _KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")
 _MODELS_KEPT = 64  # (model, kind) pairs with their backends kept; the least recently used go
@@ -54,31 +62,56 @@ def _target(url: str) -> Target:
     return Target.of(url)
 
 
-class Upstreams:
-    """Everything that talks to the upstreams (see the module docstring)."""
+class Pool:
+    """The HTTP machinery every upstream shares: one connection pool, the lean client, and the
+    :class:`~._wire.Wire` whose ``--concurrency`` bound holds for all requests and models together."""
 
     def __init__(self, config: Config, observe: Callable[[int | None, float], None]) -> None:
-        self.config = config
-        self.urls = tuple(u.rstrip("/") for u in config.upstreams)
         self.http = http_module()
-        options = dict(config.backend)
-        self.timeout = float(options.pop("timeout", 120.0))
-        self.structured = options.pop("structured", "auto")
-        self.options = options
+        self.timeout = float(config.backend.get("timeout", 120.0))
         pool = max(2 * config.concurrency, 16)
         self.transport = self.http.AsyncHTTPTransport(limits=self.http.Limits(max_connections=pool, max_keepalive_connections=pool))
         self.lean = LeanClient(self.http) if lean_usable() else None
         self.wire = Wire(self.transport, config.concurrency, observe, self.lean)
         self.observe = observe
-        key = self._key = os.environ.get(KEY_ENV) or NO_KEY
-        self._auth = {"authorization": f"Bearer {key}"} if key != NO_KEY else {}
         timeout = self.http.Timeout(self.timeout, connect=min(10.0, self.timeout))
-        sdk_http = self.http.AsyncClient(transport=self.wire, timeout=timeout, follow_redirects=True)
-        sdk_http.accord_wire = self.wire  # ._client's lean create sends through it directly
+        self.sdk_http = self.http.AsyncClient(transport=self.wire, timeout=timeout, follow_redirects=True)
+        self.sdk_http.accord_wire = self.wire  # ._client's lean create sends through it directly
         self.relay_http = self.http.AsyncClient(transport=self.transport, timeout=timeout)
-        self.clients = [LeanAsyncOpenAI(base_url=url, api_key=key, http_client=sdk_http, max_retries=0) for url in self.urls]
+
+    async def aclose(self) -> None:
+        if self.lean is not None:
+            with contextlib.suppress(Exception):
+                await self.lean.aclose()
+        for closing in (self.relay_http.aclose, self.sdk_http.aclose, self.transport.aclose):
+            with contextlib.suppress(Exception):
+                await closing()
+
+
+class Upstreams:
+    """One set of upstreams (see the module docstring): ``urls`` round-robin, the key from
+    ``key_env``, ``backend`` the ``accord.models.openai`` options."""
+
+    def __init__(self, pool: Pool, urls: tuple[str, ...], *, key_env: str = KEY_ENV, backend: Mapping[str, Any] | None = None) -> None:
+        self.pool = pool
+        self.given = urls  # as written: the backends' fingerprints name them so
+        self.urls = tuple(u.rstrip("/") for u in urls)
+        self.http = pool.http
+        self.lean = pool.lean
+        self.wire = pool.wire
+        self.relay_http = pool.relay_http
+        self.observe = pool.observe
+        options = dict(backend or {})
+        self.timeout = float(options.pop("timeout", pool.timeout))
+        self.structured = options.pop("structured", "auto")
+        self.options = options
+        watch_key(key_env)
+        key = self._key = os.environ.get(key_env) or NO_KEY
+        self._auth = {"authorization": f"Bearer {key}"} if key != NO_KEY else {}
+        self.clients = [LeanAsyncOpenAI(base_url=url, api_key=key, http_client=pool.sdk_http, max_retries=0) for url in self.urls]
         self._backends: OrderedDict[tuple[str, str], Upstream] = OrderedDict()
         self._turn = itertools.count()
+        self.serves_responses: dict[str, bool] = {}  # per URL, once learned
 
     def backend(self, model: str, kind: str) -> Upstream:
         """The backend of ``model`` on every upstream; ``kind`` "schema" (``response_format``
@@ -90,7 +123,7 @@ class Upstreams:
             return found
         structured = self.structured if kind == "schema" else False
         made = []
-        for url, client in zip(self.config.upstreams, self.clients, strict=True):
+        for url, client in zip(self.given, self.clients, strict=True):
             backend = models.openai(base_url=url, api_key=self._key, model=model, structured=structured, timeout=self.timeout, **self.options)
             _hand_over(backend, client.with_options(max_retries=0, timeout=self.timeout))
             made.append(backend)
@@ -105,14 +138,15 @@ class Upstreams:
 
     # -- calls the proxy makes itself ------------------------------------------------------------
 
-    async def relay(self, body: bytes, *, stream: bool) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]]:
-        """POST ``body`` to the next upstream's ``/chat/completions`` unchanged: its status, the
-        headers worth passing on, and its body (an iterator of raw chunks when ``stream``).
-        Raises BackendError when the upstream cannot be reached."""
-        url = f"{self._url()}/chat/completions"
+    async def relay(self, body: bytes, *, stream: bool, path: str = "chat/completions", url: str | None = None) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]]:
+        """POST ``body`` to the next upstream's ``/chat/completions`` (or ``path``) unchanged: its
+        status, the headers worth passing on, and its body (an iterator of raw chunks when
+        ``stream`` and the upstream streams). Raises BackendError when the upstream cannot be reached."""
+        url = f"{url or self._url()}/{path}"
         if not stream and self.lean is not None:
             return await self._relay_lean(url, body)
-        request = self.relay_http.build_request("POST", url, content=body, headers={"content-type": "application/json", **self._auth})
+        request = self.relay_http.build_request("POST", url, content=body, headers={"content-type": "application/json", **self._auth},
+                                                timeout=self.timeout)  # fmt: skip
         bound, wire = self.wire.bound, self.wire
         await bound.acquire()
         wire.in_flight += 1
@@ -162,10 +196,25 @@ class Upstreams:
         kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in answer.headers if k.lower().decode("latin-1") in _KEPT_HEADERS}
         return answer.status, kept, answer.body
 
+    async def responses(self, body: bytes, *, stream: bool) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]] | None:
+        """``body`` passed through to the next upstream's ``POST /responses``, as :meth:`relay`;
+        None when that upstream has no such route (learned on its first such request, then
+        remembered): the caller translates the request to chat completions instead."""
+        url = self._url()
+        if self.serves_responses.get(url) is False:
+            return None
+        status, headers, content = await self.relay(body, stream=stream, path="responses", url=url)
+        if status in (404, 405) and isinstance(content, bytes) and not _api_error(content):
+            self.serves_responses[url] = False
+            return None
+        if status < 400:
+            self.serves_responses[url] = True
+        return status, headers, content
+
     async def models(self) -> tuple[int, dict[str, str], bytes]:
         """The first upstream's ``GET /models``, as it answered."""
         try:
-            response = await self.relay_http.get(f"{self.urls[0]}/models", headers=self._auth)
+            response = await self.relay_http.get(f"{self.urls[0]}/models", headers=self._auth, timeout=self.timeout)
         except self.http.TransportError as exc:
             raise BackendError(f"the upstream cannot be reached ({type(exc).__name__})") from None
         headers = {k: v for k, v in response.headers.items() if k.lower() in _KEPT_HEADERS}
@@ -183,11 +232,11 @@ class Upstreams:
 
         return list(await asyncio.gather(*(one(u) for u in self.urls)))
 
-    async def aclose(self) -> None:
-        if self.lean is not None:
-            with contextlib.suppress(Exception):
-                await self.lean.aclose()
-        with contextlib.suppress(Exception):
-            await self.relay_http.aclose()
-        with contextlib.suppress(Exception):
-            await self.transport.aclose()
+
+def _api_error(content: bytes) -> bool:
+    """Whether a 404's body is the server's API error (an unknown model, ...), not "no such route"."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and (isinstance(data.get("error"), dict) or data.get("object") == "error")
