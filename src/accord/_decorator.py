@@ -7,13 +7,14 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
-from ._errors import ConfigError
+from ._errors import ConfigError, UnsupportedSchema
 from ._result import Result
 from ._stabilizer import Stabilizer
 from .backends._function import FunctionBackend, given_name, named_call
 from .backends._identity import Unnamed, digest_of, readable
 from .backends._identity import identity as identify
 from .run._partial import Decided, Partial
+from .schema._pydantic import undefined
 
 _HOW = '@accord.stabilize(schema, ..., name="my-model-v1")'
 
@@ -112,7 +113,11 @@ def stabilize(schema: Any, **options: Any) -> Callable[[Callable[..., Any]], Sta
         )
     given_name(options.get("name"), options.get("fingerprint"))
     rest = {k: v for k, v in options.items() if k not in ("name", "fingerprint")}
-    Stabilizer(FunctionBackend(lambda prompt: "", name="accord-check"), schema, **rest)  # fail fast
+    try:
+        Stabilizer(FunctionBackend(lambda prompt: "", name="accord-check"), schema, **rest)  # fail fast
+    except UnsupportedSchema as exc:
+        if not undefined(exc):  # a model whose forward reference is defined later in its module: checked at each call
+            raise
 
     def wrap(fn: Callable[..., Any]) -> Stabilized:
         return Stabilized(fn, schema, dict(options))

@@ -32,7 +32,7 @@ class FunctionBackend(Backend):
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"models.function needs a callable, got {type(fn).__name__}")
+            raise ConfigError(f"models.function needs a function fn(prompt) -> str, got {_shown(fn)}, which cannot be called")
         given = given_name(name, fingerprint)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
@@ -88,6 +88,11 @@ class FunctionBackend(Backend):
         except Exception as exc:
             raise backend_error(exc) from exc
         return _completion(out, time.perf_counter() - start)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:59] + '…'}"
 
 
 def given_name(name: str | None, fingerprint: str | None) -> str | None:
