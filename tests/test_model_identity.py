@@ -46,8 +46,13 @@ def unused():
     return "never called by the model"
 
 
+@functools.lru_cache(maxsize=None)
+def template():
+    return PROMPTS["classify"]
+
+
 def ask(p, style="plain"):
-    text = PROMPTS["classify"].format(p)
+    text = template().format(p)
     words = [w for w in text.split() if w not in STOP]
     return helper(p) if words else "none"
 
@@ -99,6 +104,7 @@ EDITS = [
     ("a helper's helper", "def inner(p):\n    return LABEL", "def inner(p):\n    return LABEL[::-1]"),
     ("a dict of prompts", '"classify": "Classify: {}"', '"classify": "Label: {}"'),
     ("a set read in a comprehension", 'STOP = {"a", "the"}', 'STOP = {"a", "an", "the"}'),
+    ("a cached helper", 'return PROMPTS["classify"]', 'return PROMPTS["classify"].lower()'),
     ("a __call__", "    def __call__(self, p):\n        return LABEL", "    def __call__(self, p):\n        return LABEL + '!'"),
     ("a partial's function", "return model + LABEL", "return LABEL + model"),
     ("a closure's factory", "answer = LABEL", "answer = LABEL.title()"),
@@ -118,6 +124,7 @@ REACHES = {
     "a helper's helper": {"function"},
     "a dict of prompts": {"function"},
     "a set read in a comprehension": {"function"},
+    "a cached helper": {"function"},
     "a __call__": {"callable object"},
     "a partial's function": {"partial"},
     "a closure's factory": {"closure"},

@@ -11,8 +11,9 @@ Two rules share the walk (:mod:`._identity` says which is used where):
 What a function's code reads from its module (``model`` only): every global name its bytecode
 loads (``LOAD_GLOBAL``, in nested code too) and does not assign itself (a name it rebinds is
 its state: ``global calls; calls += 1``), with the value the name holds: data walked, a function
-of the same module by its code (and what it reads, cycles ended by reference), a module by its
-name, a class by its path, any other object by its state. A builtin it calls is the
+of the same module by its code (and what it reads, cycles ended by reference; a wrapped one, as
+``functools.lru_cache`` wraps it, too), a module by its name, a class by its path, any other
+object by its state. A builtin it calls is the
 interpreter's. What cannot be walked (a lock, a socket, a client with a connection pool,
 weights, too much) is :class:`~._paths.Unnamed`, with where it was found.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dis
 import functools
 import hashlib
+import inspect
 import json
 import sys
 import types
@@ -239,7 +241,7 @@ class Walk:
         except Exception:  # noqa: BLE001 - TypeError "cannot pickle": a value with no stable state
             raise Unnamed(at(where, f"a {kind.__module__}.{kind.__qualname__} object has no stable state to fingerprint")) from None
         if isinstance(reduced, str):  # a global, by name
-            return ["global", self.module(getattr(v, "__module__", kind.__module__)), reduced]
+            return ["global", self.module(getattr(v, "__module__", kind.__module__)), reduced, *self.wraps(v, where)]
         if not isinstance(reduced, tuple) or len(reduced) < 2:
             raise Unnamed(at(where, f"a {kind.__qualname__} object describes itself in a way accord cannot read"))
         parts = list(reduced) + [None] * (6 - len(reduced))
@@ -250,7 +252,14 @@ class Walk:
             out.append(["items", [self.value(x, what) for x in items]])
         if pairs is not None:
             out.append(["pairs", [[self.value(k, what), self.value(x, what)] for k, x in pairs]])
-        return out
+        return out + self.wraps(v, where)
+
+    def wraps(self, v: Any, where: str) -> list[Any]:
+        """For a model, a wrapper of a function (``functools.lru_cache``): the function it wraps, by its code."""
+        wrapped = inspect.getattr_static(v, "__wrapped__", None) if self.model else None  # never a __getattr__ of v
+        if not isinstance(wrapped, types.FunctionType):
+            return []
+        return [["wraps", self.value(wrapped, join(where, "the function it wraps"))]]
 
 
 @functools.lru_cache(maxsize=1024)
