@@ -21,8 +21,8 @@ Then the recursive tree of the issue (``name``, ``kind``, ``children: list[Node]
 median seconds of a fresh ``Stabilizer(...).run("x")`` (3 ballots), in a process that has run
 once already (imports done). Before #28: a 24,080,812-character prompt and 5.8 s a run.
 
-The first construction of a JSON Schema dict in a process imports jsonschema, whose format
-checkers build their parsers (seconds); it is made once before the figures. ``--quick``: every
+The first construction of a JSON Schema dict in a process imports jsonschema (about 0.1 s; its
+cost is measured by benchmarks/construction.py); it is made once before the figures. ``--quick``: every
 tenth corpus schema, fewer tree runs.
 """
 

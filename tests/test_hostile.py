@@ -19,13 +19,15 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, ConfigDict, InstanceOf, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 import accord
 from accord import Budget, Completion, Extract, Grammar, Regex, Retry, Stabilizer, Vote
@@ -278,6 +280,46 @@ def _wide(n: int) -> dict[str, Any]:
     return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
 
 
+class Opaque:
+    """A class pydantic knows nothing of: validated by isinstance at most, never written as JSON Schema."""
+
+
+class WithOpaque(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque
+
+
+class Holds(BaseModel):
+    count: int
+    inner: WithOpaque
+
+
+class WithCallable(BaseModel):
+    hook: Callable[[int], int]
+
+
+class WithInstance(BaseModel):
+    shape: InstanceOf[Opaque]
+
+
+class NotDefined(BaseModel):
+    name: str
+    later: Undefined  # type: ignore[name-defined]  # noqa: F821 - the point: a name that is never defined
+
+
+@dataclass
+class NotDefinedDataclass:
+    parts: list[AlsoUndefined]  # type: ignore[name-defined]  # noqa: F821 - likewise
+
+
+class RaisingHook(BaseModel):
+    x: int
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> Any:
+        raise ValueError("no JSON Schema for this one")
+
+
 SCHEMA_CASES = [
     SchemaCase("$ref graph exponential when inlined (2**40 objects)", exponential_refs, '{"a": {"v": 1}}', None),
     SchemaCase("union graph exponential when inlined (2**40 branches)", exponential_unions, '{"x": 7}', None),
@@ -290,6 +332,23 @@ SCHEMA_CASES = [
                '{"code": "a"}', accord.UnsupportedSchema, names="#/properties/code/pattern"),
     SchemaCase("Regex of 1 MB", lambda: Regex("a" * (1 << 20)), "a", accord.UnsupportedSchema, names="1,048,576 characters"),
     SchemaCase("recursive tree (issue #28)", lambda: Node, '{"name": "a"}', None),
+    # What pydantic cannot write as JSON Schema, or cannot build at all (issue #33): named, typed
+    SchemaCase("arbitrary class field", lambda: WithOpaque, '{"thing": 1}', accord.UnsupportedSchema, names="WithOpaque.thing"),
+    SchemaCase("arbitrary class field, nested", lambda: Holds, "{}", accord.UnsupportedSchema, names="WithOpaque.thing"),
+    SchemaCase("Callable field", lambda: WithCallable, "{}", accord.UnsupportedSchema, names="WithCallable.hook"),
+    SchemaCase("InstanceOf field", lambda: WithInstance, "{}", accord.UnsupportedSchema, names="WithInstance.shape"),
+    SchemaCase("list[Callable]", lambda: list[Callable[[], int]], "[]", accord.UnsupportedSchema, names="JSON Schema"),
+    SchemaCase("unresolved forward reference", lambda: NotDefined, "{}", accord.UnsupportedSchema, names="NotDefined.later"),
+    SchemaCase("unresolved forward reference, dataclass", lambda: NotDefinedDataclass, "{}", accord.UnsupportedSchema,
+               names="'AlsoUndefined' is not defined"),
+    SchemaCase("unresolved ForwardRef", lambda: typing.ForwardRef("Nowhere"), "1", accord.UnsupportedSchema, names="'Nowhere'"),
+    SchemaCase("list of an unresolved name", lambda: list["Nowhere"], "[]", accord.UnsupportedSchema,  # type: ignore[name-defined]  # noqa: F821
+               names="'Nowhere'"),
+    SchemaCase("arbitrary class", lambda: Opaque, "1", accord.UnsupportedSchema, names="Opaque"),
+    SchemaCase("dict of arbitrary class", lambda: dict[str, Opaque], "{}", accord.UnsupportedSchema, names="Opaque"),
+    SchemaCase("SkipJsonSchema", lambda: Annotated[int, SkipJsonSchema()], "1", accord.UnsupportedSchema, names="PydanticOmit"),
+    SchemaCase("a JSON Schema hook that raises", lambda: RaisingHook, '{"x": 1}', accord.UnsupportedSchema,
+               names="no JSON Schema for this one"),
 ]
 SCHEMA_BUDGET = 2.0
 
@@ -393,6 +452,19 @@ CONFIG_CASES: list[tuple[str, Callable[[], Any], type[BaseException]]] = [
     ("map([...], concurrency=0)", _map(["a"], concurrency=0), accord.ConfigError),
     ("map([...], concurrency=True)", _map(["a"], concurrency=True), accord.ConfigError),
     ("run(prompt=None)", lambda: Stabilizer(lambda p: "1", int).run(None), accord.ConfigError),  # type: ignore[arg-type]
+    ("run('')", lambda: Stabilizer(lambda p: "1", int).run(""), accord.ConfigError),
+    ("run(' \\n\\t')", lambda: Stabilizer(lambda p: "1", int).run(" \n\t"), accord.ConfigError),
+    ("run(zero-width space)", lambda: Stabilizer(lambda p: "1", int).run("\u200b"), accord.ConfigError),
+    ("run(messages of blank text)", lambda: Stabilizer(lambda p: "1", int).run(
+        [{"role": "system", "content": ""}, {"role": "user", "content": [{"type": "text", "text": "  "}]}]), accord.ConfigError),
+    ("arun('')", lambda: asyncio.run(Stabilizer(lambda p: "1", int).arun("")), accord.ConfigError),
+    ("stream('')", lambda: next(Stabilizer(lambda p: "1", int).stream("")), accord.ConfigError),
+    ("map(['a', ''])", _map(["a", ""]), accord.ConfigError),
+    ("@stabilize ask('')", lambda: accord.stabilize(int)(lambda p: "1")(" "), accord.ConfigError),
+    ("models.function(42)", lambda: accord.models.function(42), accord.ConfigError),  # type: ignore[arg-type]
+    ("models.function('gpt-4o')", lambda: accord.models.function("gpt-4o"), accord.ConfigError),  # type: ignore[arg-type]
+    ("Stabilizer(42, int)", lambda: Stabilizer(42, int), accord.ConfigError),
+    ("@stabilize(int)(42)", lambda: accord.stabilize(int)(42), accord.ConfigError),  # type: ignore[arg-type]
     ("models.local(bogus=1)", lambda: accord.models.local(bogus=1), accord.ConfigError),
     ("models.openai(bogus=1)", lambda: accord.models.openai(bogus=1), accord.ConfigError),
     ("Ledger().runs(limit=-3)", lambda: accord.Ledger(scratch() / "l.sqlite3").runs(limit=-3), accord.ConfigError),

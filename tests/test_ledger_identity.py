@@ -89,9 +89,9 @@ def test_the_same_model_built_twice_replays(tmp_path: Path) -> None:
             assert again.replayed and again.value == 1
 
 
-def test_a_named_function_keeps_its_module_path_as_before() -> None:
-    backend = models.function(one)
-    assert backend.fingerprint == f"{__name__}:one" and backend.identity() == f"{__name__}:one"
+def test_a_model_function_goes_by_its_code_wherever_it_lives() -> None:
+    backend = models.function(one)  # at an import path: its code too (tests/test_model_identity.py)
+    assert backend.fingerprint.startswith(f"{__name__}:one#") and backend.identity() == backend.fingerprint
     assert models.function(factory("1")).fingerprint.startswith(f"{__name__}:factory.<locals>.ask#")
     assert models.function(functools.partial(llm, model="m1")).fingerprint.startswith(f"partial({__name__}:llm)#")
     assert models.function(Client("m1").complete).fingerprint.startswith(f"{__name__}:Client.complete#")
@@ -324,11 +324,21 @@ def test_a_function_of_a_script_is_named_by_the_script_not_by_main(tmp_path: Pat
     assert run("two.py", "2") == {"value": 2, "replayed": False}, "__main__:ask of another script is another model"
 
 
-def test_a_function_typed_into_an_interactive_session_is_refused(tmp_path: Path) -> None:
-    code = ("import accord\n"
-            f"ledger = accord.Ledger({str(tmp_path / 'l.sqlite3')!r})\n"
-            "def ask(p):\n    return '1'\n"
-            "try:\n    accord.Stabilizer(ask, int, ledger=ledger)\nexcept accord.ConfigError as e:\n    print('refused:', e)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "refused:" in done.stdout and "name=" in done.stdout
+def test_a_function_typed_into_an_interactive_session_goes_by_its_code(tmp_path: Path) -> None:
+    def run(answer: str, guarded: bool = False) -> str:
+        code = ("import accord, threading\n"
+                f"ledger = accord.Ledger({str(tmp_path / 'l.sqlite3')!r})\n"
+                "lock = threading.Lock()\n"
+                f"def ask(p):\n    {'with lock: ' if guarded else ''}return {answer!r}\n"
+                "try:\n    r = accord.Stabilizer(ask, int, vote=accord.Vote(k=1), ledger=ledger).run('q')\n"
+                "    print(r.value, r.replayed)\n"
+                "except accord.ConfigError as e:\n    print('refused:', e)\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.strip()
+
+    assert run("1") == "1 False"
+    assert run("1") == "1 True", "the same cell in another session replays"
+    assert run("2") == "2 False", "an edited cell is another model"
+    refused = run("1", guarded=True)
+    assert refused.startswith("refused:") and "'lock'" in refused and "name=" in refused

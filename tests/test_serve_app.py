@@ -110,6 +110,21 @@ async def _unreachable() -> None:
     assert models.status_code == 502
 
 
+def test_a_prompt_that_asks_nothing_is_a_400_before_any_upstream_call() -> None:
+    asyncio.run(_asks_nothing())
+
+
+async def _asks_nothing() -> None:
+    app = create_app(build({"upstreams": (dead_url(),), "transport_attempts": 1}, environ={}))  # a call would be a 502
+    for content in ("", " \n\t", [{"type": "text", "text": "\u200b"}]):
+        for schema in (True, False):  # a schema, or a vote on the text
+            body = {k: v for k, v in BODY.items() if schema or k != "response_format"}
+            decided = await post(app, {**body, "messages": [{"role": "user", "content": content}]})
+            assert decided.status_code == 400, decided.text
+            error = decided.json()["error"]
+            assert error["code"] == "invalid_messages" and "empty or blank" in error["message"], error
+
+
 # -- tracing -----------------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -141,12 +142,37 @@ def normalizers(value: Any) -> tuple[Callable[[str], str], ...]:
 
 
 def prompt(value: Any) -> Any:
-    """A prompt: a string, or a non-empty list of ``{"role": ..., "content": ...}`` messages."""
+    """A prompt: a string, or a non-empty list of ``{"role": ..., "content": ...}`` messages,
+    that says something: never empty or blank (only whitespace or invisible characters), nor a
+    list whose every message is. A message says something when its content holds visible text
+    or a part that is not text (an image), or it calls a tool."""
     if isinstance(value, str):
+        if _blank(value):
+            raise ConfigError(f"the prompt is {'empty' if not value else 'blank'} ({_shown(value)}): nothing would be asked of the model")
         return value
     if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m and "content" in m for m in value):
+        if not any(_says(m) for m in value):
+            raise ConfigError(f"every message of the prompt is empty or blank ({len(value)} message{'s' * (len(value) != 1)}): "
+                              "nothing would be asked of the model")
         return value
     raise ConfigError("a prompt must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
+def _says(message: dict[str, Any]) -> bool:
+    if message.get("tool_calls") or message.get("function_call"):
+        return True
+    content = message["content"]
+    if isinstance(content, str):
+        return not _blank(content)
+    if isinstance(content, list):  # parts: {"type": "text", "text": ...}, {"type": "image_url", ...}
+        return any(not (isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) and _blank(p["text"]))
+                   for p in content)
+    return content is not None
+
+
+def _blank(text: str) -> bool:
+    """Only whitespace and invisible format characters (a zero-width space, a BOM)."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
 
 
 def prompts(value: Any) -> list[Any]:

@@ -7,13 +7,13 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
-from ._errors import ConfigError
+from ._errors import ConfigError, UnsupportedSchema
 from ._result import Result
 from ._stabilizer import Stabilizer
 from .backends._function import FunctionBackend, given_name, named_call
-from .backends._identity import Unnamed, digest_of, readable
-from .backends._identity import identity as identify
+from .backends._identity import Unnamed, digest_of, model_identity, readable
 from .run._partial import Decided, Partial
+from .schema._pydantic import undefined
 
 _HOW = '@accord.stabilize(schema, ..., name="my-model-v1")'
 
@@ -26,8 +26,8 @@ class Stabilized:
     arguments pass through to the wrapped function, and name another model call (their digest
     joins the fingerprint). An async function gives an async ``__call__``.
 
-    ``fingerprint``: the model's name, ``name=`` when given, else the function's import path
-    (``module:qualname``), else an identity derived from its code and what it holds (see
+    ``fingerprint``: the model's name, ``name=`` when given, else an identity derived from the
+    function's code and what it holds and reads (``module:qualname#digest``, see
     ``models.function``).
     """
 
@@ -52,7 +52,7 @@ class Stabilized:
             return self.name, None
         if self._identity is None:
             try:
-                self._identity = identify(self.fn), None
+                self._identity = model_identity(self.fn), None
             except Unnamed as why:
                 self._identity = readable(self.fn), why.reason
         return self._identity
@@ -112,7 +112,11 @@ def stabilize(schema: Any, **options: Any) -> Callable[[Callable[..., Any]], Sta
         )
     given_name(options.get("name"), options.get("fingerprint"))
     rest = {k: v for k, v in options.items() if k not in ("name", "fingerprint")}
-    Stabilizer(FunctionBackend(lambda prompt: "", name="accord-check"), schema, **rest)  # fail fast
+    try:
+        Stabilizer(FunctionBackend(lambda prompt: "", name="accord-check"), schema, **rest)  # fail fast
+    except UnsupportedSchema as exc:
+        if not undefined(exc):  # a model whose forward reference is defined later in its module: checked at each call
+            raise
 
     def wrap(fn: Callable[..., Any]) -> Stabilized:
         return Stabilized(fn, schema, dict(options))

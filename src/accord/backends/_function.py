@@ -11,8 +11,7 @@ from typing import Any
 from .._errors import BackendError, ConfigError
 from .._types import Completion, Request, Usage
 from ._base import Backend, backend_error
-from ._identity import Unnamed, readable
-from ._identity import identity as identify
+from ._identity import Unnamed, model_identity, readable
 
 
 class FunctionBackend(Backend):
@@ -24,15 +23,16 @@ class FunctionBackend(Backend):
     :class:`~accord.ConfigError` here.
 
     ``name`` names the model: in ledger keys, spans (``gen_ai.request.model``) and prices
-    (``fingerprint=`` is its older spelling). Without it the name is fn's import path
-    (``module:qualname``) when fn has one, else derived from fn's code and the values it holds
-    (``module:qualname#digest``, see ``_identity``); where neither can be had, a ledger refuses
-    the backend (:meth:`identity`) with a ConfigError that says to name it.
+    (``fingerprint=`` is its older spelling), and it keeps the answers a ledger holds across
+    edits of fn. Without it the identity follows fn's code: ``module:qualname#digest`` of its
+    code, the values it holds and the module globals it reads (see ``_identity``), so an edited
+    function is another model; where none can be derived, a ledger refuses the backend
+    (:meth:`identity`) with a ConfigError that says to name it.
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> None:
         if not callable(fn):
-            raise TypeError(f"models.function needs a callable, got {type(fn).__name__}")
+            raise ConfigError(f"models.function needs a function fn(prompt) -> str, got {_shown(fn)}, which cannot be called")
         given = given_name(name, fingerprint)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
@@ -46,7 +46,7 @@ class FunctionBackend(Backend):
     def fingerprint(self) -> str:  # a property over Backend's attribute: derived on first use
         if self._name is None:
             try:
-                self._name = identify(self.fn)
+                self._name = model_identity(self.fn)
             except Unnamed as why:
                 self._name, self._unnamed = readable(self.fn), why.reason
         return self._name
@@ -88,6 +88,11 @@ class FunctionBackend(Backend):
         except Exception as exc:
             raise backend_error(exc) from exc
         return _completion(out, time.perf_counter() - start)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:59] + '…'}"
 
 
 def given_name(name: str | None, fingerprint: str | None) -> str | None:

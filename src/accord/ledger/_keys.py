@@ -3,7 +3,8 @@
 The key of a prompt under a stabilizer is the sha256 (hex) of the canonical JSON (sorted keys, no
 spaces) of ``{"ledger", "model", "policy", "request", "schema"}``: the key format version, the
 model's identity (``backend.identity()``: its name, or for a function an identity derived from
-its code and what it holds; never a guess, a ConfigError where none can be had), the policy that
+its code, what it holds and the module globals it reads; never a guess, a ConfigError where none
+can be had), the policy that
 chooses the answer (:func:`describe_policy`), the request as passed, and the schema
 (:func:`describe_schema`). Never the environment (device, dtype, host, library versions):
 another worker gets the same key.

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._errors import UnsupportedSchema
 from ..read import _deadline
+from ._formats import jsonschema as import_jsonschema
 from ._metaschema import check_patterns, check_schema
 
 
@@ -20,7 +21,7 @@ def json_validator(schema: dict[str, Any]) -> Any:
     """A jsonschema validator for the schema, checked whole at construction: the schema is valid for
     its draft and every ``$ref`` in it resolves. References resolve within the schema and to the
     JSON Schema meta-schemas only: nothing is fetched over the network (jsonschema alone would try)."""
-    import jsonschema
+    jsonschema = import_jsonschema()
     from jsonschema_specifications import REGISTRY
 
     try:
@@ -30,12 +31,20 @@ def json_validator(schema: dict[str, Any]) -> Any:
     except jsonschema.exceptions.SchemaError as exc:
         raise UnsupportedSchema(f"invalid JSON Schema: {exc.message}") from exc
     _check_refs(schema, cls, REGISTRY)
-    # Every format jsonschema knows, whatever the draft (draft 4 has no "date", for example);
-    # patterns matched with a time limit (see ``_deadline``).
-    return _bounded(cls)(schema, format_checker=jsonschema.FormatChecker(), registry=REGISTRY)
+    return _bounded(cls)(schema, format_checker=_formats(cls), registry=REGISTRY)
 
 
 _MAX_SCHEMA_NODES = 100_000
+
+
+@functools.lru_cache(maxsize=16)
+def _formats(cls: Any) -> Any:
+    """Every format jsonschema knows, whatever the draft (draft 4 has no "date", for example),
+    each as the schema's draft means it: ``time`` is RFC 3339's ``10:20:30Z`` from draft 7 on,
+    where jsonschema's draft-less checker holds draft 3's ``%H:%M:%S``."""
+    checker = import_jsonschema().FormatChecker()
+    checker.checkers.update(cls.FORMAT_CHECKER.checkers)
+    return checker
 
 
 def _check_refs(schema: dict[str, Any], cls: Any, registry: Any) -> None:
@@ -66,7 +75,7 @@ def _check_refs(schema: dict[str, Any], cls: Any, registry: Any) -> None:
 def _bounded(cls: Any) -> Any:
     """``cls`` with its pattern keywords matched within the reading's time left (``_deadline``):
     ``pattern``, ``patternProperties`` and ``additionalProperties`` beside them."""
-    import jsonschema
+    jsonschema = import_jsonschema()
     from jsonschema import _keywords
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Any:

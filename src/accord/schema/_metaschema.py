@@ -22,8 +22,9 @@ _DROPPED = {"$id", "$schema", "$vocabulary", "$dynamicAnchor"}
 def check_schema(cls: Any, schema: Any) -> None:
     """``cls.check_schema(schema)``: raise jsonschema's ``SchemaError`` for the first error the
     draft's meta-schema finds, as ``check_schema`` does."""
-    import jsonschema
+    from ._formats import jsonschema as import_jsonschema
 
+    jsonschema = import_jsonschema()
     meta = _joined(cls)
     if meta is None:
         cls.check_schema(schema)

@@ -29,6 +29,7 @@ from ..prompt._signature import Hint, hint, signature
 from ..read import _deadline
 from ._jsonschema import json_validator
 from ._metaschema import MAX_PATTERN
+from ._pydantic import adapter
 
 __all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature"]
 
@@ -175,10 +176,8 @@ class Schema(Generic[T]):
         self._adapter: pydantic.TypeAdapter[Any] | None = None
         self._validator: Any = None
         if self.kind in {"object", "choice", "scalar", "type"}:
-            try:
-                self._adapter = pydantic.TypeAdapter(source)
-            except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-                raise UnsupportedSchema(f"cannot validate {source!r}: {exc}") from exc
+            # its JSON Schema too, now: what pydantic cannot write is an UnsupportedSchema here
+            self._adapter, self.__dict__["json_schema"] = adapter(source, self.name)
         elif self.kind == "json":
             self._validator = json_validator(source)
         elif self.kind == "grammar":
@@ -223,11 +222,6 @@ class Schema(Generic[T]):
     @cached_property
     def json_schema(self) -> dict[str, Any] | None:
         """The JSON Schema of the output (None for a grammar)."""
-        if self._adapter is not None:
-            try:
-                return self._adapter.json_schema()
-            except RecursionError:
-                raise UnsupportedSchema(f"pydantic cannot write the JSON Schema of {self.name}: it nests too deep") from None
         if self.kind == "json":
             return typing.cast("dict[str, Any]", self.source)
         if self.kind == "regex":
