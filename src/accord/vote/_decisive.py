@@ -153,7 +153,8 @@ class Decisions:
 
     def carried(self, forms: Iterable[Any]) -> dict[str, int]:
         """For each prose path: how many distinct versions the ballots wrote there."""
-        if self.plain or not self.prose:
+        forms = list(forms)
+        if self.plain or not self.prose or not forms:
             return {}
         versions: dict[Pattern, set[str]] = {p: set() for p in self.roles.leaves if p in self.prose}
         for form in forms:
