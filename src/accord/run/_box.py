@@ -100,6 +100,7 @@ class Box:
         self.fields = decisions  # every field's role, for the Result (plain ones too)
         self.decisions = decisions if decisions is not None and not decisions.plain else None
         self.casts: list[Cast] = []
+        self.known: dict[int, tuple[Reading, str]] = {}  # id(reading) -> (reading, its vote key)
         self.computations = tuple(computations)
         self.k, self.quorum = vote.k, vote.needed
         self.seats: list[Seat] = []
@@ -130,8 +131,14 @@ class Box:
             seat.low = min(seat.low, min_margin)
 
     def key_of(self, reading: Reading) -> str:
-        """The vote key of a reading: the canonical key of its decisive part."""
-        return reading.key if self.decisions is None else self.decisions.key(reading.form, reading.key)
+        """The vote key of a reading: the canonical key of its decisive part (worked out once per
+        reading while no field turns prose)."""
+        if self.decisions is None:
+            return reading.key
+        known = self.known.get(id(reading))
+        if known is None or known[0] is not reading:
+            known = self.known[id(reading)] = (reading, self.decisions.key(reading.form, reading.key))
+        return known[1]
 
     def cast(self, seat: Seat, ballot: Ballot, reading: Reading, score: float | None = None, certified: bool | None = None) -> None:
         """``seat`` ended on a valid ballot: it votes for its reading's decisive part."""
@@ -157,7 +164,7 @@ class Box:
             self.scores.setdefault(key, []).append(cast.score)
 
     def recount(self) -> None:
-        self.counts, self.first, self.scores, self.flats = {}, {}, {}, []
+        self.counts, self.first, self.scores, self.flats, self.known = {}, {}, {}, [], {}
         for cast in self.casts:
             self.count(cast)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from .._errors import ConfigError
@@ -73,6 +74,30 @@ class Roles:
 
     def of(self, role: str) -> list[Pattern]:
         return [pattern for pattern, said in self.leaves.items() if said == role]
+
+    @cached_property
+    def rendered(self) -> tuple[str, ...]:
+        """Every leaf's path, as :func:`render` writes it."""
+        return tuple(render(p) for p in self.leaves)
+
+    @cached_property
+    def nodes(self) -> frozenset[Pattern]:
+        """Every node on the way to a leaf (each leaf's prefixes), the root included."""
+        return frozenset(self.below)
+
+    @cached_property
+    def below(self) -> dict[Pattern, tuple[Pattern, ...]]:
+        """Every node, with the leaves at or under it."""
+        out: dict[Pattern, list[Pattern]] = {}
+        for leaf in self.leaves:
+            for i in range(len(leaf) + 1):
+                out.setdefault(leaf[:i], []).append(leaf)
+        return {node: tuple(leaves) for node, leaves in out.items()}
+
+    @cached_property
+    def auto(self) -> tuple[Pattern, ...]:
+        """The auto leaves with a field to carry (under a bare list of texts there is none: voted)."""
+        return tuple(p for p in self.of(AUTO) if any(part != ITEM for part in p))
 
     def describe(self) -> dict[str, str]:
         """``{path: role}`` for every leaf ("$" is the root), a label set's items as ``tags[]``."""

@@ -16,7 +16,7 @@ ballots of one run:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from ..read._canonical import canonical_key
@@ -32,12 +32,12 @@ class Decisions:
     def __init__(self, roles: Roles, source: str = "") -> None:
         self.roles = roles
         self.plain = roles.plain
-        self.prose: set[Pattern] = set(roles.of(PROSE))
-        # Under a bare list (the root's items) there is no field to carry: such texts stay voted.
-        self.auto = {p for p in roles.of(AUTO) if any(part != ITEM for part in p)}
-        self.source = _plain(source)
-        self.nodes: set[Pattern] = {p[:i] for p in roles.leaves for i in range(len(p) + 1)}
-        self._under: dict[Pattern, list[Pattern]] = {}
+        self.prose: set[Pattern] = set(roles.of(PROSE)) if not self.plain else set()
+        self.auto = roles.auto
+        self.source = _plain(source) if self.auto else ""
+        self.nodes = roles.nodes
+        self._decides: dict[Pattern, bool] = {}  # per node, under the prose as it stands
+        self._touched: frozenset[Pattern] | None = None  # nodes the projection must walk into (above prose or labels)
 
     # -- which texts are prose --------------------------------------------------------------
 
@@ -49,10 +49,10 @@ class Decisions:
         """The prose patterns of one ballot: the run's, and the auto texts it writes at length."""
         if not self.auto:
             return self.prose
-        found = set(self.prose)
-        for pattern, _, value in self.leaves(form):
-            if pattern in self.auto and pattern not in found and isinstance(value, str) and self.written(value):
-                found.add(pattern)
+        found = self.prose
+        for pattern in self.auto:
+            if pattern not in found and any(isinstance(v, str) and self.written(v) for v in values_at(form, pattern)):
+                found = found | {pattern}
         return found
 
     def observe(self, form: Any) -> bool:
@@ -62,46 +62,50 @@ class Decisions:
         found = self.judged(form)
         if found == self.prose:
             return False
-        self.prose, self._under = found, {}
+        self.prose, self._decides, self._touched = set(found), {}, None
         return True
 
     # -- the vote key ----------------------------------------------------------------------------
 
     def key(self, form: Any, full_key: str) -> str:
         """The vote key of a canonical form (``full_key``: its canonical key, for plain roles)."""
-        return full_key if self.plain else canonical_key(self.project(form))
+        if self.plain or (not self.prose and not self.roles.labels):
+            return full_key  # nothing to leave out: the canonical key itself
+        return canonical_key(self.project(form))
 
     def project(self, form: Any, prose: set[Pattern] | None = None) -> Any:
         """The decisive part of a canonical form: prose dropped, labels as a sorted set."""
-        return self._project(form, (), self.prose if prose is None else prose)
+        if prose is None or prose == self.prose:
+            if self._touched is None:
+                self._touched = _prefixes([*self.prose, *self.roles.labels])
+            return self._project(form, (), self.prose, self._touched)
+        return self._project(form, (), prose, _prefixes([*prose, *self.roles.labels]))
 
-    def _project(self, data: Any, pattern: Pattern, prose: set[Pattern]) -> Any:
+    def _project(self, data: Any, pattern: Pattern, prose: set[Pattern], touched: frozenset[Pattern]) -> Any:
+        if pattern not in touched:
+            return data  # nothing below is prose or labels: as it is
         if isinstance(data, dict):
             out = {}
             for key, value in data.items():
                 child = self.child(pattern, key)
                 if not self.decides(child, prose):
                     continue  # prose, and anything holding only prose
-                out[key] = self._project(value, child, prose)
+                out[key] = self._project(value, child, prose, touched) if child in touched else value
             return out
         if isinstance(data, list):
             items = (*pattern, ITEM)
             if items in self.roles.labels and items not in prose and all(isinstance(v, str) for v in data):
                 return sorted({_plain(v) for v in data})
-            return [self._project(value, items, prose) for value in data]
+            return [self._project(value, items, prose, touched) for value in data]
         return data
 
     def decides(self, pattern: Pattern, prose: set[Pattern] | None = None) -> bool:
         """Whether any leaf at or under ``pattern`` is voted (an unknown node is: voted as before)."""
-        prose = self.prose if prose is None else prose
-        under = self.under(pattern)
-        return not under or any(leaf not in prose for leaf in under)
-
-    def under(self, pattern: Pattern) -> list[Pattern]:
-        known = self._under.get(pattern)
+        if prose is not None and prose != self.prose:
+            return any(leaf not in prose for leaf in self.roles.below.get(pattern, ((),)))
+        known = self._decides.get(pattern)
         if known is None:
-            n = len(pattern)
-            known = self._under[pattern] = [leaf for leaf in self.roles.leaves if leaf[:n] == pattern]
+            known = self._decides[pattern] = any(leaf not in self.prose for leaf in self.roles.below.get(pattern, ((),)))
         return known
 
     def child(self, pattern: Pattern, key: Any) -> Pattern:
@@ -116,17 +120,6 @@ class Decisions:
         for key in path:
             pattern = self.child(pattern, key)
         return pattern
-
-    def leaves(self, data: Any, pattern: Pattern = (), path: Path = ()) -> Iterator[tuple[Pattern, Path, Any]]:
-        """``(pattern, path, value)`` of every leaf value in data (a list of labels by item)."""
-        if isinstance(data, dict):
-            for key, value in data.items():
-                yield from self.leaves(value, self.child(pattern, key), (*path, key))
-        elif isinstance(data, list):
-            for i, value in enumerate(data):
-                yield from self.leaves(value, (*pattern, ITEM), (*path, i))
-        else:
-            yield pattern, path, data
 
     def graft(self, decided: Any, source: Any, pattern: Pattern = ()) -> Any:
         """``decided`` (decisive data) with the prose of ``source`` (one ballot's data) put in
@@ -149,6 +142,8 @@ class Decisions:
 
     def voted(self) -> tuple[str, ...]:
         """The paths the vote decided (every leaf not prose), in the schema's order."""
+        if self.plain:
+            return self.roles.rendered
         return tuple(render(p) for p, role in self.roles.leaves.items() if role in (DECISIVE, AUTO) and p not in self.prose)
 
     def carried(self, forms: Iterable[Any]) -> dict[str, int]:
@@ -156,15 +151,29 @@ class Decisions:
         forms = list(forms)
         if self.plain or not self.prose or not forms:
             return {}
-        versions: dict[Pattern, set[str]] = {p: set() for p in self.roles.leaves if p in self.prose}
-        for form in forms:
-            found: dict[Pattern, list[Any]] = {p: [] for p in versions}
-            for pattern, _, value in self.leaves(form):
-                if pattern in found:
-                    found[pattern].append(value)
-            for pattern, values in found.items():
-                versions[pattern].add(canonical_key(values))
-        return {render(p): len(v) for p, v in versions.items()}
+        patterns = [p for p in self.roles.leaves if p in self.prose]
+        return {render(p): len({canonical_key(values_at(form, p)) for form in forms}) for p in patterns}
+
+
+def values_at(data: Any, pattern: Pattern) -> list[Any]:
+    """The values of ``data`` at ``pattern`` (every item for ``[]``, every value for ``*``)."""
+    found = [data]
+    for part in pattern:
+        step: list[Any] = []
+        for value in found:
+            if part == ITEM and isinstance(value, list):
+                step += value
+            elif part == ANY_KEY and isinstance(value, dict):
+                step += value.values()
+            elif isinstance(value, dict) and part in value:
+                step.append(value[part])
+        found = step
+    return found
+
+
+def _prefixes(patterns: Iterable[Pattern]) -> frozenset[Pattern]:
+    """Every node on the way to each pattern (the patterns' own prefixes, themselves excluded)."""
+    return frozenset(p[:i] for p in patterns for i in range(len(p)))
 
 
 def _plain(text: str) -> str:
