@@ -199,7 +199,7 @@ def _steady(data: Any) -> Any:
 # lack them (and read back with their defaults). Everything else must match.
 # A name alone is left out wherever it stands; ``parent.name`` only under a key ``parent`` (the
 # policy's ``gate`` is as old as the fixture; a Result's ``meta.gate`` is not).
-_ADDED_SINCE_V1 = frozenset({"coercions", "cause", "fragile", "meta.gate"})  # cause: of a backend fault, in a ballot's error
+_ADDED_SINCE_V1 = frozenset({"coercions", "cause", "fragile", "meta.gate", "voted", "carried"})  # cause: of a backend fault, in a ballot's error
 
 
 def _without(data: Any, names: frozenset[str], parent: str = "") -> Any:

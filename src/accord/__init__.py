@@ -30,6 +30,7 @@ from .read._canonical import Unordered
 from .read._extract import Extract
 from .read._normalize import Normalize, casefold, collapse_whitespace, nfkc
 from .run._partial import Decided, Partial
+from .schema._roles import Decisive, Prose
 from .schema._schema import Grammar, Regex, Schema, ValidationFailure
 from .vote._gate import MarginGate
 from .vote._perturb import Perturb, Perturbation
@@ -55,6 +56,7 @@ __all__ = [
     "Completion",
     "ConfigError",
     "Decided",
+    "Decisive",
     "Extract",
     "Feedback",
     "Grammar",
@@ -71,6 +73,7 @@ __all__ = [
     "Perturb",
     "Perturbation",
     "Prices",
+    "Prose",
     "Regex",
     "Request",
     "Result",

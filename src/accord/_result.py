@@ -86,6 +86,12 @@ class Result(Generic[T]):
     ``meta["gate"]`` says why). A fragile answer can be unanimous and stable: its ballots agree
     within one condition, and another condition (the server's load, its dtype) may not.
 
+    ``voted``: the paths of the fields the vote decided (every leaf, where nothing is prose);
+    ``carried``: for each prose field (a summary, a reason: generated text whose wording is not
+    the point), how many distinct versions the valid ballots wrote. Prose is never voted and never
+    the reason for NoConsensus: the value's prose is the first ballot's (lowest slot) among those
+    that hold the winning decision (docs/vote.md, "Decisions and prose").
+
     ``usage`` and :attr:`calls` are what this run spent: nothing for an answer the ledger
     replayed (``replayed=True``), whose decision's are ``original_usage`` and
     :attr:`original_calls`.
@@ -111,6 +117,8 @@ class Result(Generic[T]):
     data: Any = None
     original_usage: Usage | None = None
     fragile: bool | None = None
+    voted: tuple[str, ...] = ()
+    carried: dict[str, int] = field(default_factory=dict)
 
     @property
     def calls(self) -> int:
@@ -167,6 +175,8 @@ class Result(Generic[T]):
             "min_margin": _finite(self.min_margin),
             "fragile_steps": self.fragile_steps,
             "fragile": self.fragile,
+            "voted": list(self.voted),
+            "carried": dict(self.carried),
             "replayed": self.replayed,
             "coercions": [dict(c) for c in self.coercions],
             "meta": _jsonable(self.meta),

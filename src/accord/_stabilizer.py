@@ -161,12 +161,24 @@ class Stabilizer(Generic[T]):
             examples=render_examples(self.schema, examples),
             prices=prices,
         )
+        self.schema.roles(self.policy.vote.role_overrides)  # a path of Vote(roles=...) the schema lacks: a ConfigError now
         self.ledger = ledger
         self.hooks = hooks
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
         key = getattr(ledger, "key", None)
         if callable(key):  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
             key(self, "")
+
+    def describe(self) -> dict[str, Any]:
+        """What this stabilizer decides with: the model, the schema with the role of each field
+        (``{path: "decisive" | "prose" | "auto"}``, ``Vote(roles=...)`` applied), and the vote."""
+        vote = self.policy.vote
+        return {
+            "model": self.model.fingerprint,
+            "schema": self.schema.name,
+            "roles": self.schema.roles(vote.role_overrides).describe(),
+            "vote": {"k": vote.k, "quorum": vote.needed, "fieldwise": vote.fieldwise, "gate": vote.gate is not None},
+        }
 
     def _flow(self, prompt: Prompt, pending: Any = None, watch: Watch | None = None) -> Any:
         policy = self.policy

@@ -123,9 +123,12 @@ class Completion:
 
     ``finish_reason`` is "stop", "length" (truncated by ``max_tokens``) or what the backend says.
     ``margins`` is, per generated token, the gap between the best and second-best allowed logit
-    (or log-probability over HTTP), when the backend can see it. ``score`` is an optional model
-    score (mean token log-probability) used to break ties. ``meta`` is backend metadata (engine,
-    server fingerprint, perturbation, ...), JSON-serializable.
+    (or log-probability over HTTP), when the backend can see it. ``pieces``, beside them, is the
+    text each of those steps wrote (``""`` for an end-of-sequence token), so a step can be placed
+    in the text: the margin gate reads only the steps up to the end of the last decisive value
+    (``vote/_prefix``). ``score`` is an optional model score (mean token log-probability) used
+    to break ties. ``meta`` is backend metadata (engine, server fingerprint, perturbation, ...),
+    JSON-serializable.
     """
 
     text: str
@@ -134,3 +137,4 @@ class Completion:
     margins: tuple[float, ...] | None = None
     score: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    pieces: tuple[str, ...] | None = None

@@ -76,6 +76,8 @@ def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
         min_margin=doc.get("min_margin"),
         fragile_steps=doc.get("fragile_steps"),
         fragile=doc.get("fragile"),
+        voted=tuple(doc.get("voted", ())),  # absent from rows written before field roles
+        carried=dict(doc.get("carried", {})),
         replayed=True,
         meta=meta,
         environment=doc.get("environment", {}),

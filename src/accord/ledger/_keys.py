@@ -123,7 +123,10 @@ def describe_policy(policy: Any) -> dict[str, Any]:
             kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]
             out["retry"] = {name: describe(getattr(value, name)) for name in kept}
         elif f.name == "vote":
-            out["vote"] = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
+            vote = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
+            if not value.roles:
+                vote.pop("roles")  # newer than the first key format: in the key once set
+            out["vote"] = vote
         else:
             out[f.name] = describe(value)
     return out

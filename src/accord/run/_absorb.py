@@ -27,6 +27,7 @@ from ..backends._base import Backend
 from ..read._read import Misreading, Reading, read
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
+from ..vote._prefix import prefix
 from ..vote._vote import Vote
 from ._box import Box
 from ._calls import Call, Outcome, Slot
@@ -92,14 +93,19 @@ class Absorb:
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
-        margins = self.gate.check(completion.margins, self.backend) if self.gate else UNGATED.check(completion.margins)
         reading = self.read(completion)
+        steps = completion.margins
+        if steps and isinstance(reading, Reading):  # the gate reads the steps up to the last decisive value
+            steps = steps[: prefix(completion.text, completion.pieces, len(steps), self.box.decisions, reading.form)]
+        margins = self.gate.check(steps, self.backend) if self.gate else UNGATED.check(steps)
         slot.outputs += 1
         self.box.heard(slot.seat, margins.min_margin)
         perturbation = call.request.perturbation
         meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
         if margins.steps:
             meta["fragile_at"] = list(margins.steps)  # the steps below the floor (the first few)
+        if steps is not None and completion.margins is not None and len(steps) < len(completion.margins):
+            meta["decisive_steps"] = len(steps)  # the gate read these; the rest wrote prose
         if self.deployment is not None:
             meta["deployment"] = self.deployment
         loop = False
@@ -112,7 +118,7 @@ class Absorb:
             coercions: tuple[dict[str, str], ...] = ()
             status, value, data, key = "invalid", None, None, None
         else:
-            status, value, data, key = "valid", reading.value, reading.data, reading.key
+            status, value, data, key = "valid", reading.value, reading.data, self.box.key_of(reading)
             coercions = reading.coercions
         ballot = Ballot(
             slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,

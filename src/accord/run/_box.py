@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..read._canonical import canonical_form, canonical_key
 from ..schema._schema import Schema, ValidationFailure
 from ..vote import _fieldwise as fieldwise
+from ..vote._decisive import Decisions
 from ..vote._vote import Tally, Vote
 
 if TYPE_CHECKING:
@@ -66,11 +67,23 @@ class Seat:
     blind: bool = False  # an attempt without margins: predicts nothing
 
 
+@dataclass(frozen=True)
+class Cast:
+    """A valid ballot in the box: where it sat, the ballot, and what reading it gave."""
+
+    seat: Seat
+    ballot: Ballot
+    reading: Reading
+    score: float | None
+
+
 class Box:
     """The ballot box of one run.
 
     ``floors`` and ``computations`` (where ballot i would compute, for every i < k) are given
     when unrun ballots may be predicted; ``gating`` when the margin gate may accept slot 0 alone.
+    ``decisions``: the roles of the run's fields (``vote/_decisive``): every tally counts the
+    decisive part of a ballot only, and a field that turns prose has every ballot counted again.
     """
 
     def __init__(
@@ -80,13 +93,19 @@ class Box:
         floors: Floors | None = None,
         computations: Sequence[Computation | None] = (),
         gating: bool = False,
+        *,
+        decisions: Decisions | None = None,
     ) -> None:
         self.vote, self.schema, self.floors, self.gating = vote, schema, floors, gating
+        self.fields = decisions  # every field's role, for the Result (plain ones too)
+        self.decisions = decisions if decisions is not None and not decisions.plain else None
+        self.casts: list[Cast] = []
+        self.known: dict[int, tuple[Reading, str]] = {}  # id(reading) -> (reading, its vote key)
         self.computations = tuple(computations)
         self.k, self.quorum = vote.k, vote.needed
         self.seats: list[Seat] = []
         self.counts: dict[str, int] = {}  # votes per canonical key
-        self.first: dict[str, Ballot] = {}  # the earliest ballot of each answer: its value is the answer's
+        self.first: dict[str, Ballot] = {}  # the first ballot (lowest slot) of each answer: its value, prose included, is the answer's
         self.scores: dict[str, list[float]] = {}  # model scores per key, for tie rules
         self.flats: list[dict[Any, str]] = []  # fieldwise: each valid ballot, flattened to path -> key
         self.gate_key: str | None = None
@@ -111,18 +130,48 @@ class Box:
         else:
             seat.low = min(seat.low, min_margin)
 
+    def key_of(self, reading: Reading) -> str:
+        """The vote key of a reading: the canonical key of its decisive part (worked out once per
+        reading while no field turns prose)."""
+        if self.decisions is None:
+            return reading.key
+        known = self.known.get(id(reading))
+        if known is None or known[0] is not reading:
+            known = self.known[id(reading)] = (reading, self.decisions.key(reading.form, reading.key))
+        return known[1]
+
     def cast(self, seat: Seat, ballot: Ballot, reading: Reading, score: float | None = None, certified: bool | None = None) -> None:
-        """``seat`` ended on a valid ballot: it votes for ``reading.key``."""
-        key = reading.key
+        """``seat`` ended on a valid ballot: it votes for its reading's decisive part."""
+        self.casts.append(Cast(seat, ballot, reading, score))
+        if self.decisions is not None and self.decisions.observe(reading.form):
+            self.recount()  # a field turned prose: every ballot's vote key changes
+        else:
+            self.count(self.casts[-1])
+        if self.gating and seat.index == 0 and len(self.seats) == 1 and certified:
+            self.gate_key = seat.key
+
+    def count(self, cast: Cast) -> None:
+        seat, ballot = cast.seat, cast.ballot
+        key = self.key_of(cast.reading)
         seat.finished, seat.key = True, key
         self.counts[key] = self.counts.get(key, 0) + 1
-        self.first.setdefault(key, ballot)
+        held = self.first.get(key)
+        if held is None or ballot.slot < held.slot:
+            self.first[key] = ballot
         if self.vote.fieldwise:
-            self.flats.append(fieldwise.flatten(reading.form, self.schema.json_schema))
-        if score is not None:
-            self.scores.setdefault(key, []).append(score)
-        if self.gating and seat.index == 0 and len(self.seats) == 1 and certified:
-            self.gate_key = key
+            self.flats.append(self.flat_of(cast))
+        if cast.score is not None:
+            self.scores.setdefault(key, []).append(cast.score)
+
+    def recount(self) -> None:
+        self.counts, self.first, self.scores, self.flats, self.known = {}, {}, {}, [], {}
+        for cast in self.casts:
+            self.count(cast)
+
+    def keys(self) -> dict[int, str]:
+        """Each valid ballot's final vote key, by ``id`` of the ballot (its key as recorded may be
+        one a later ballot changed, when a field turned prose)."""
+        return {id(cast.ballot): cast.seat.key for cast in self.casts if cast.seat.key is not None}
 
     def spoil(self, seat: Seat, fault: AccordError | None = None) -> None:
         """``seat`` ended without a valid ballot (``fault``: on this backend error)."""
@@ -176,16 +225,36 @@ class Box:
             return Verdict("no quorum", None)
         if assembly.reason is None:
             return None
+        data = assembly.data if self.decisions is None else self.carry(assembly.data)
         try:
-            value = self.schema.validate(assembly.data)
+            value = self.schema.validate(data)
         except ValidationFailure as failure:
             self.fallback = failure.errors
             whole = self.decide_whole(tally)
             return whole or (Verdict("no quorum", None) if tally.hopeless else None)
         data = self.schema.dump(value)
-        key = canonical_key(canonical_form(data, self.schema.json_schema, self.vote.float_digits))
+        full = canonical_form(data, self.schema.json_schema, self.vote.float_digits)
+        key = canonical_key(full) if self.decisions is None else self.decisions.key(full, "")
         self.assembled = (key, value, data)
         return Verdict(assembly.reason, key)
+
+    def carry(self, decided: Any) -> Any:
+        """The fieldwise decision with its prose: a ballot's whole data where one holds exactly this
+        decision (the lowest slot), else the decision with the prose of the ballot that agrees
+        with it on the most paths grafted in."""
+        assert self.decisions is not None
+        wanted = canonical_key(decided)
+        ordered = sorted(self.casts, key=lambda c: c.ballot.slot)
+        for cast in ordered:
+            if canonical_key(self.decisions.project(cast.reading.form)) == wanted:
+                return cast.reading.data
+        mine = fieldwise.flatten(decided, self.schema.json_schema)
+        best = max(ordered, key=lambda c: sum(mine.get(p) == k for p, k in self.flat_of(c).items()), default=None)
+        return decided if best is None else self.decisions.graft(decided, best.reading.data)
+
+    def flat_of(self, cast: Cast) -> dict[Any, str]:
+        form = cast.reading.form if self.decisions is None else self.decisions.project(cast.reading.form)
+        return fieldwise.flatten(form, self.schema.json_schema)
 
     def settle(self) -> Verdict | None:
         """The vote with the predicted ballots counted: settled once the leader holds the quorum

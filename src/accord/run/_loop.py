@@ -53,6 +53,7 @@ from ..prompt._examples import with_preamble
 from ..prompt._prompt import build_input
 from ..read._extract import shape_of
 from ..schema._schema import Schema
+from ..vote._decisive import Decisions
 from ..vote._gate import MarginGate
 from ..vote._predict import Floors
 from ..vote._vote import Vote
@@ -107,7 +108,8 @@ class _Run(Absorb):
         floors = Floors.of(backend, self.gate) if self.gating and vote.stop_rule is not None and not vote.fieldwise else None
         computations = [floors.computation(self.perturbation(i)) for i in range(vote.k)] if floors is not None else []
         self.predicting = floors is not None
-        self.box = Box(vote, schema, floors, computations, self.gating)
+        decisions = Decisions(schema.roles(vote.role_overrides), source_text(prompt))
+        self.box = Box(vote, schema, floors, computations, self.gating, decisions=decisions)
         self.hint = policy.hint and not backend.constrains_for(schema) if hint is None else hint  # a reference: the serving prompt
         self.shape = shape_of(schema)
         self.t0 = clock()
@@ -316,6 +318,20 @@ class _Run(Absorb):
                 log.exception("on_ballot callback failed")
         if self.watch is not None:
             self.watch.ballot(ballot)
+
+
+def source_text(prompt: Prompt) -> str:
+    """The text a prompt gives the model (every message's text): what a copied answer copies."""
+    if isinstance(prompt, str):
+        return prompt
+    texts = []
+    for message in prompt:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts += [str(part.get("text", "")) for part in content if isinstance(part, dict)]
+    return "\n".join(texts)
 
 
 def ballot_fields(ballot: Ballot) -> dict[str, Any]:

@@ -18,7 +18,7 @@ The calls still in flight when the run ends are recorded as cancelled ballots (:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
@@ -57,6 +57,9 @@ def result(
     error the Result). ``hint``: what the schema's rendering in the prompt left out, when it did
     (``meta["schema_hint"]``)."""
     reason, winner = verdict
+    if box.decisions is not None:  # each ballot with its final vote key (a field may have turned prose since it was read)
+        final = box.keys()
+        ballots = [replace(b, key=final[id(b)]) if id(b) in final and final[id(b)] != b.key else b for b in ballots]
     tally = box.tally()
     if winner is None and plurality and tally.counts:
         winner = box.winner(tally)
@@ -100,6 +103,8 @@ def result(
         fragile_steps=chosen.fragile_steps if chosen else None,
         environment=environment(backend, settings, ballots, chosen),
         fragile=fragile,
+        voted=box.fields.voted() if box.fields is not None else (),
+        carried=box.fields.carried(c.reading.form for c in box.casts) if box.fields is not None else {},
         meta={
             **engine,
             **({"gate": gate} if gate else {}),

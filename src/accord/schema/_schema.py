@@ -30,6 +30,7 @@ from ..read import _deadline
 from ._jsonschema import json_validator
 from ._metaschema import MAX_PATTERN
 from ._pydantic import adapter
+from ._roles import Roles, roles_of
 
 __all__ = ["Grammar", "Regex", "Schema", "ValidationFailure", "signature"]
 
@@ -254,6 +255,19 @@ class Schema(Generic[T]):
         if _is_literal(self.source):
             return tuple(m.value if isinstance(m, enum.Enum) else m for m in typing.get_args(self.source))
         return tuple(member.value for member in self.source)
+
+    def roles(self, overrides: typing.Mapping[str, str] | None = None) -> Roles:
+        """Each leaf's role, decisive, prose or auto (``_roles``), with ``overrides`` (``Vote(roles=...)``)
+        over the default rule; worked out once per set of overrides."""
+        said = tuple(sorted((overrides or {}).items()))
+        cache: dict[tuple[tuple[str, str], ...], Roles] = self.__dict__.setdefault("_roles", {})
+        if said not in cache:
+            cache[said] = roles_of(self.json_schema, dict(said))
+        return cache[said]
+
+    def describe(self) -> dict[str, Any]:
+        """The schema's name, kind, and the role of each of its fields (``{path: role}``)."""
+        return {"name": self.name, "kind": self.kind, "roles": self.roles().describe()}
 
     def render(self) -> str:
         """A short instruction that tells a model the expected shape (for unconstrained backends).

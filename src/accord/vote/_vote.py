@@ -9,7 +9,7 @@ and compose with ``|`` like tenacity's stop conditions::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,7 +165,10 @@ class Vote:
     unbeatable, confident), False to always run k ballots, or any :class:`StopRule`.
     ``fieldwise``: vote each field path separately. ``tie_break``: picks among answers with equal
     votes. ``gate``: a :class:`~accord.MarginGate` that may accept the first ballot alone.
-    ``float_digits``: significant digits floats keep in the vote key.
+    ``float_digits``: significant digits floats keep in the vote key. ``roles``: the role of
+    some fields, ``{path: "prose" | "decisive"}`` (paths like ``items[].note``), over the
+    default rule (``schema/_roles``; docs/vote.md): only decisive fields are voted, prose is
+    carried from a ballot that holds the winning decision.
     """
 
     k: int = 5
@@ -175,9 +178,11 @@ class Vote:
     tie_break: TieBreak = field(default=smallest_key)
     gate: Any = None
     float_digits: int = 9
+    roles: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _check.vote(self)
+        object.__setattr__(self, "roles", _roles(self.roles))
         needed = self.needed
         if not 1 <= needed <= self.k:
             raise ConfigError(f"Vote quorum must be between 1 and k={self.k}, got {self.quorum!r}")
@@ -217,6 +222,11 @@ class Vote:
             return "k reached"
         return None
 
+    @property
+    def role_overrides(self) -> dict[str, str]:
+        """``roles`` as the dict it was given."""
+        return dict(self.roles)
+
     def winner(self, tally: Tally, scores: dict[str, tuple[float, ...]] | None = None) -> str | None:
         """The winning key: most votes, ties broken by ``tie_break``."""
         if not tally.counts:
@@ -224,3 +234,16 @@ class Vote:
         top = tally.lead
         tied = [Candidate(k, v, (scores or {}).get(k, ())) for k, v in tally.counts.items() if v == top]
         return tied[0].key if len(tied) == 1 else self.tie_break(tied)
+
+
+def _roles(roles: Any) -> tuple[tuple[str, str], ...]:
+    """``Vote(roles=...)`` checked, as sorted ``(path, role)`` pairs (hashable, one spelling)."""
+    pairs = roles.items() if isinstance(roles, Mapping) else roles
+    try:
+        checked = sorted((str(path), role) for path, role in pairs if isinstance(path, str))
+    except (TypeError, ValueError):
+        raise ConfigError(f'Vote(roles=...) must map field paths to "prose" or "decisive", got {roles!r}') from None
+    bad = [f"{path}: {role!r}" for path, role in checked if role not in ("prose", "decisive")]
+    if bad or len(checked) != len(list(roles.items() if isinstance(roles, Mapping) else roles)):
+        raise ConfigError(f'Vote(roles=...) must map field paths to "prose" or "decisive", got {", ".join(bad) or roles!r}')
+    return tuple(checked)

@@ -36,7 +36,7 @@ from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
 from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._perturbed import perturbed
-from ._steps import GrammarDeadEnd, StepRecorder, token_ids, until_end
+from ._steps import GrammarDeadEnd, StepRecorder, pieces_of, token_ids, until_end
 
 log = logging.getLogger("accord")
 
@@ -256,6 +256,7 @@ class TransformersBackend(Backend):
             margins=recorder.margins,
             score=recorder.score,
             meta=meta,
+            pieces=pieces_of(self.tokenizer, new, text),
         )
 
     def forced(self, prompt: Prompt, steps: Sequence[tuple[str, Any]]) -> list[tuple[str, dict[str, float]]]:

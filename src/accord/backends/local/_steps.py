@@ -98,3 +98,21 @@ def until_end(tokens: list[int], eos: Any) -> list[int]:
         if token in ends:
             return tokens[: i + 1]
     return tokens
+
+
+def pieces_of(tokenizer: Any, tokens: list[int], text: str) -> tuple[str, ...] | None:
+    """The text each generated token wrote (``""`` for an end-of-sequence token), aligned with
+    the margins; None when they cannot spell ``text`` (which a stop string may have cut short)."""
+    singles = [str(piece) for piece in tokenizer.batch_decode([[t] for t in tokens], skip_special_tokens=True)]
+    if "".join(singles).startswith(text):
+        return tuple(singles)
+    # A character split across tokens (or a tokenizer that decodes a lone token otherwise): by prefixes.
+    pieces, before = [], ""
+    for end in range(1, len(tokens) + 1):
+        now = str(tokenizer.decode(tokens[:end], skip_special_tokens=True))
+        now = now.rstrip("\ufffd") if end < len(tokens) else now  # a cut character is written by the token that ends it
+        if not now.startswith(before):
+            return None
+        pieces.append(now[len(before):])
+        before = now
+    return tuple(pieces) if "".join(pieces).startswith(text) else None

@@ -240,7 +240,8 @@ def parse(response: Any) -> Parsed:
     text = _text(getattr(message, "content", None))
     finish = getattr(choice, "finish_reason", None)
     usage = getattr(response, "usage", None)
-    margins, score = margins_of(getattr(choice, "logprobs", None))
+    logprobs = getattr(choice, "logprobs", None)
+    margins, score = margins_of(logprobs)
     meta: dict[str, Any] = {"system_fingerprint": getattr(response, "system_fingerprint", None)}
     if getattr(response, "model", None):
         meta["model"] = response.model
@@ -254,6 +255,7 @@ def parse(response: Any) -> Parsed:
         margins=margins,
         score=score,
         meta=meta,
+        pieces=pieces_of(logprobs) if margins is not None else None,
     )
     return Parsed(completion, margins is not None or score is not None, _is_json_object(text, finish))
 
@@ -290,6 +292,42 @@ def margins_of(logprobs: Any) -> tuple[tuple[float, ...] | None, float | None]:
     finite = [c for c in chosen if math.isfinite(c)]
     score = sum(finite) / len(finite) if finite else None
     return (tuple(gaps) if gaps else None), score
+
+
+def pieces_of(logprobs: Any) -> tuple[str, ...] | None:
+    """The text of each token the logprobs list (aligned with :func:`margins_of`'s margins).
+
+    From the tokens' UTF-8 ``bytes`` where the server gives them (a character split across tokens
+    belongs to the token holding its first byte), else from their ``token`` strings."""
+    content = getattr(logprobs, "content", None)
+    if not content:
+        return None
+    parts = [part for token in content if isinstance(part := getattr(token, "bytes", None), list)]
+    if len(parts) == len(content):
+        try:
+            text = bytes(b for part in parts for b in part).decode("utf-8")
+        except (UnicodeDecodeError, ValueError, TypeError):
+            text = None
+        if text is not None:
+            return _split(text, [len(part) for part in parts])
+    return tuple(str(getattr(token, "token", "") or "") for token in content)
+
+
+def _split(text: str, sizes: list[int]) -> tuple[str, ...]:
+    """``text`` cut into pieces of ``sizes`` UTF-8 bytes each (a character to the piece holding its first byte)."""
+    starts, at = [], 0
+    for ch in text:
+        starts.append(at)
+        at += len(ch.encode("utf-8"))
+    pieces, first, end = [], 0, 0
+    for size in sizes:
+        end += size
+        last = first
+        while last < len(starts) and starts[last] < end:
+            last += 1
+        pieces.append(text[first:last])
+        first = last
+    return tuple(pieces)
 
 
 def _is_json_object(text: str, finish: str | None) -> bool | None:
