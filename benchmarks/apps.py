@@ -2,7 +2,7 @@
 
     python benchmarks/apps.py [--quick] [--only embedded,vllm,tasks] [--limit N] [--apps tickets,...]
                               [--dtypes float32,bfloat16] [--load 16] [--seconds S] [--compact]
-                              [--base-url URL --model NAME] [--json PATH]
+                              [--base-url URL --model NAME] [--json PATH] [--report PATH]
 
 The schemas and their inputs (benchmarks/apps_data: ticket triage, an invoice, a person profile,
 meeting notes; 42 inputs with gold, frozen before the first run) are decided under these
@@ -274,6 +274,21 @@ def task_outcomes(arms: dict[str, Arm], items: list[dict[str, Any]]) -> dict[str
     return found
 
 
+def reprint(path: Path) -> int:
+    """The figures of a stored run, computed again from its outcomes (the roles as accord has them now)."""
+    stored = json.loads(path.read_text())
+    runs = {name: {"left_out": run["left_out"], "seconds": run["seconds"],
+                   "outcomes": {arm: {i: Outcome(**o) for i, o in cells.items()} for arm, cells in run["outcomes"].items()}}
+            for name, run in stored["runs"].items()}
+    ids = {name: set(found) for name, found in stored["apps"].items()}
+    apps = [App(a.name, a.model, a.instruction, tuple(i for i in a.items if i["id"] in ids[a.name])) for a in APPS if a.name in ids]
+    if runs:
+        apps_report.show(apps, runs, default_bound=getattr(accord.Budget(), "max_seconds", None))
+    if "tasks" in stored:
+        apps_report.show_tasks(stored["tasks"]["outcomes"])
+    return 0
+
+
 def _key(schema: accord.Schema[Any], data: Any) -> str:
     return canonical_key(canonical_form(data, schema.json_schema))
 
@@ -291,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
     parser.add_argument("--json", type=Path, default=CACHE_DIR / "apps.json", help="where the figures and every outcome are written")
+    parser.add_argument("--report", type=Path, default=None, help="print the figures of a run's --json again (nothing is run)")
     args = parser.parse_args(argv)
+    if args.report is not None:
+        return reprint(args.report)
     sections = ["embedded"] if args.quick else (args.only.split(",") if args.only else list(SECTIONS))
     if unknown := set(sections) - set(SECTIONS):
         parser.error(f"unknown sections {sorted(unknown)}; sections are {', '.join(SECTIONS)}")
@@ -340,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     report["runs"] = {name: {"left_out": run["left_out"], "seconds": run["seconds"],
                              "outcomes": {arm: {i: asdict(o) for i, o in cells.items()} for arm, cells in run["outcomes"].items()}}
                       for name, run in runs.items()}
-    report["figures"] = apps_report.show(apps, runs, default_bound=getattr(accord.Budget(), "max_seconds", None))
+    if runs:
+        report["figures"] = apps_report.show(apps, runs, default_bound=getattr(accord.Budget(), "max_seconds", None))
     if task_found is not None:
         report["tasks"] = {"items": list(TASK_IDS), "outcomes": task_found, "figures": apps_report.show_tasks(task_found)}
     args.json.parent.mkdir(parents=True, exist_ok=True)

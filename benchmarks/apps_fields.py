@@ -147,24 +147,30 @@ def _norm(value: Any, numeric: bool) -> Any:
     return _text(value) if isinstance(value, str) else value
 
 
-def right_on_gold(schema: accord.Schema[Any], gold: dict[str, Any], data: Any) -> bool:
-    """Every gold path of a valid answer's JSON data matches (paths under one array as a multiset of tuples)."""
+def gold_fields(schema: accord.Schema[Any], gold: dict[str, Any], data: Any) -> tuple[int, int]:
+    """(gold fields a valid answer's JSON data matches, gold fields): a field is a path, or the
+    paths under one array together (compared as a multiset of tuples, one per item)."""
     known = leaves(schema.json_schema)
     groups: dict[str, list[str]] = {}
     for path in gold:
         head = path[: path.index("[]") + 2] if "[]" in path else path
         groups.setdefault(head, []).append(path)
+    right = 0
     for head, paths in groups.items():
         numeric = [_numeric(known.get(normal_path(p, known))) for p in paths]
         if "[]" not in head:
-            if _norm(project(data, head), numeric[0]) != _norm(gold[head], numeric[0]):
-                return False
+            right += _norm(project(data, head), numeric[0]) == _norm(gold[head], numeric[0])
             continue
         got = [project(data, p) for p in paths]
         if any(not isinstance(g, list) for g in got):
-            return False
+            continue
         mine = Counter(tuple(_norm(v, n) for v, n in zip(row, numeric, strict=True)) for row in zip(*got, strict=True))
         want = Counter(tuple(_norm(v, n) for v, n in zip(row, numeric, strict=True)) for row in zip(*(gold[p] for p in paths), strict=True))
-        if mine != want:
-            return False
-    return True
+        right += mine == want
+    return right, len(groups)
+
+
+def right_on_gold(schema: accord.Schema[Any], gold: dict[str, Any], data: Any) -> bool:
+    """Every gold field of a valid answer's JSON data matches (see :func:`gold_fields`)."""
+    right, total = gold_fields(schema, gold, data)
+    return right == total
