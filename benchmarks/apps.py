@@ -230,6 +230,7 @@ def load_class() -> Any:
     spec = importlib.util.spec_from_file_location("accord_bench_vllm", Path(__file__).resolve().parent / "vllm.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module.Load
 

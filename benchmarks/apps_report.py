@@ -197,7 +197,8 @@ def targets(figures: dict[str, Any]) -> list[str]:
 
 def show_tasks(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The hidden-task kind of prompt: right on gold and calls per arm."""
-    print("\n## the hidden-task kind of prompt (benchmarks/tasks.py, 20 named items, vLLM quiet)")
+    asked = len(next(iter(found.values()), {}))
+    print(f"\n## the hidden-task kind of prompt ({asked} of the 20 named items of benchmarks/tasks.py, apps.TASK_IDS; vLLM quiet)")
     print("| arm | right on gold | valid | calls per answer: serving + reference (referred) |")
     print("|---|---|---|---|")
     figures = {}
