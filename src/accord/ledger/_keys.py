@@ -123,6 +123,10 @@ def describe_policy(policy: Any) -> dict[str, Any]:
             out["retry"] = {name: describe(getattr(value, name)) for name in kept}
         elif f.name == "vote":
             out["vote"] = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
+            if value.float_digits is None:
+                # Keys made before float_digits defaulted to None (exact) said 9, the old default: a
+                # default Vote keeps that key, so the answers existing ledgers hold still replay.
+                out["vote"]["float_digits"] = 9
         else:
             out[f.name] = describe(value)
     return out

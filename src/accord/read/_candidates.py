@@ -45,6 +45,7 @@ class Candidate(NamedTuple):
     closed: frozenset[Path] = frozenset()
     origin: str = "json"  # "fenced", "json", "key-value", "implied"
     open_end: bool = False  # its last value runs to the end of the text: a cut there would not show
+    span: tuple[int, int] = (0, 0)  # where it stands in the text (start, end): two values in one place are one
 
 
 # The least a candidate of each origin can cost (see ``_read``): once a valid candidate costs no
@@ -88,7 +89,7 @@ def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | Non
             if found is not None:
                 if found[1] < len(body):  # it ended inside the fence: the same value as a span
                     read.append((at, at + found[1]))
-                yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced")
+                yield Candidate(found[0].data, found[0].fixes, found[0].closed, "fenced", span=(at, at + found[1]))
     yield from _spans(text, misses, known, read)
     if text.lstrip()[:1] not in ("{", "[") and WHOLE not in misses:  # else the spans have read it, or it is none
         whole = _whole(text)
@@ -99,10 +100,11 @@ def _all(text: str, misses: Collection[int], enough: Callable[[str], bool] | Non
 
 def _whole(text: str) -> Candidate | None:
     """The whole text as one JSON value (a bare number or string, for a schema that takes one)."""
-    if not may_be_json(text, len(text) - len(text.lstrip(" \t\n\r"))):
+    first = len(text) - len(text.lstrip(" \t\n\r"))
+    if not may_be_json(text, first):
         return None
     try:
-        return Candidate(json.loads(text))
+        return Candidate(json.loads(text), span=(first, len(text.rstrip(" \t\n\r"))))
     except (ValueError, RecursionError):
         return None
 
@@ -140,7 +142,7 @@ def _spans(text: str, misses: Collection[int] = (), known: dict[int, tuple[Any, 
             continue
         candidate, done = found
         if isinstance(candidate.data, (dict, list)):
-            yield candidate
+            yield candidate._replace(span=(match.start(), done))
 
 
 def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[Candidate]:
@@ -148,6 +150,9 @@ def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[
     if enough is not None and enough("key-value"):
         return  # before the text is split: most texts that reach here need no block
     lines = text.splitlines()
+    starts = [0]  # where each line starts in the text
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
     i = 0
     while i < len(lines):
         if _kv(lines[i]) is None:
@@ -165,7 +170,8 @@ def _blocks(text: str, enough: Callable[[str], bool] | None = None) -> Iterator[
             continue
         if block:
             open_end = i >= len(lines) and not text.endswith(("\n", "\r"))
-            yield Candidate(block, (Fix((), "key-value lines as an object"),), frozenset(), "key-value", open_end)
+            span = (starts[start], starts[i] if i < len(starts) else len(text))
+            yield Candidate(block, (Fix((), "key-value lines as an object"),), frozenset(), "key-value", open_end, span)
 
 
 def _indent(line: str) -> int:
