@@ -91,6 +91,10 @@ NULL_LIKES = frozenset({"", "null", "none", "nil", "n/a", "na", "n.a.", "-", "�
 _WORDS = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 _CLAUSE = re.compile(r"[.;:!?,\n]|\s[-–—]\s")  # a negation stays in its clause
 _SENTENCE = re.compile(r"[.;:!?\n]|\s[-–—]\s")  # a hedge or an unknown reaches over its sentence
+# Before a value, a colon ends no clause: "not Category: billing", "I think: billing" (after it,
+# it does: "Positive: it was not late" explains the answer).
+_HEAD_CLAUSE = re.compile(r"[.;!?,\n]|\s[-–—]\s")
+_HEAD_SENTENCE = re.compile(r"[.;!?\n]|\s[-–—]\s")
 _MARKED = re.compile(
     r"(?:final\s+answer|corrected\s+answer|correct\s+answer|revised\s+answer|updated\s+answer|actual\s+answer|"
     r"real\s+answer|my\s+answer|correction)[\s*_]*(?:(?:is|would\s+be|will\s+be)\b)?[\s*_]*[:=\-–—]?[\s*_]*"
@@ -100,6 +104,7 @@ _NOT_FINAL = frozenset({"example", "examples", "sample", "format", "template", "
                         "hypothetical", "suppose", "instance"})
 _LIST_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 _GROUPED_DIGITS = re.compile(r"\d,\d")
+_PIECE_STRUCTURE = re.compile(r"[\[\]{}()]|^[\"']|[\"']$")  # a piece of broken structure, not an item
 
 
 # -- the rules --------------------------------------------------------------------------------------
@@ -135,7 +140,7 @@ def unknown(text: str) -> Refusal | None:
 
 def sentence_around(before: str, after: str) -> list[str]:
     """The words of the sentence a value stands in, before it and after it ("|" where it stands)."""
-    return [*words(_SENTENCE.split(before)[-1]), "|", *words(_SENTENCE.split(after)[0])]
+    return [*words(_HEAD_SENTENCE.split(before)[-1]), "|", *words(_SENTENCE.split(after)[0])]
 
 
 def hedged(said: list[str]) -> bool:
@@ -144,14 +149,14 @@ def hedged(said: list[str]) -> bool:
 
 
 def doubt(before: str, after: str, text: str) -> Refusal | None:
-    """Why the words around a value make it no answer: an unknown in its sentence; a negation in
-    its clause (before it, or in the three words after it); a hedge word or a hedging phrase in its
-    sentence, before or after it (``I think billing``, ``billing, I guess``, ``billing (not sure)``);
-    a question mark."""
+    """Why the words around a value make it no answer: an unknown anywhere in the text (``billing.
+    No idea, really``); a negation in its clause (before it, or in the three words after it); a
+    hedge word or a hedging phrase in its sentence, before or after it (``I think billing``,
+    ``billing, I guess``, ``billing (not sure)``); a question mark."""
     sentence = sentence_around(before, after)
-    if _has(sentence, UNKNOWNS) is not None:
+    if _has(words(text), UNKNOWNS) is not None:
         return Refusal(f"{quote(text)} says it does not know: say the one value meant", "unknown")
-    head = words(_CLAUSE.split(before)[-1])
+    head = words(_HEAD_CLAUSE.split(before)[-1])
     tail = words(_CLAUSE.split(after)[0])[:3]
     if any(negator(w) for w in head) or any(negator(w) for w in tail):
         return Refusal(f"{quote(text)} negates its answer: say the one value meant", "negated")
@@ -194,21 +199,28 @@ def number_for_bool(value: Any) -> Refusal:
 def spelled_list(text: str, parse: Any) -> list[Any] | Refusal | None:
     """The list a string spells where the schema wants a list, or why it spells none for sure.
 
-    ``['a', 'b']`` or ``(a, b)``: the list it writes (``parse`` reads it, JSON-like); lines or
-    ``- `` items, ``;`` or ``,``: the pieces, trimmed. Refused: a bracket that does not read as a
+    ``['a', 'b']`` or ``(a, b)``: the list it writes (``parse`` reads it, JSON-like); ``- ``
+    items on lines, ``;`` or ``,``: the pieces, trimmed. Refused: a bracket that does not read as a
     list, an empty piece, ``or`` or ``and`` among the pieces (a choice, or a list in no one way),
-    a comma between digits (``1,234``: one number, or two?). None: no separator (one value)."""
+    a piece holding a bracket or quoted at one end only (broken structure), a comma between digits
+    (``1,234``: one number, or two?), lines that are not all items, an empty string. None: no
+    separator (one value)."""
     s = text.strip()
-    if s[:1] in "[(" and s[-1:] in "])":
+    if not s:
+        return Refusal("an empty string holds no list: write a JSON list", "list_in_string")
+    if s[0] in "[(" and s[-1] in "])":
         try:
-            found = parse(s)
+            found = parse("[" + s[1:-1] + "]" if s[0] == "(" and s[-1] == ")" else s)
         except (ValueError, RecursionError, NotJson):  # a bracket that does not read: no list for sure
             found = None
         if isinstance(found, list):
             return found
         return Refusal(f"{quote(text)} writes a list inside a string that does not read as one: write a JSON list", "list_in_string")
-    if "\n" in s:
-        pieces = [_LIST_BULLET.sub("", line).strip() for line in s.splitlines() if line.strip()]
+    if "\n" in s or _LIST_BULLET.match(s):
+        lines = [line for line in s.splitlines() if line.strip()]
+        if not all(_LIST_BULLET.match(line) for line in lines):  # lines, some not items: one text, or a list?
+            return Refusal(f"{quote(text)} holds lines, not items: write a JSON list", "list_in_string")
+        pieces = [_LIST_BULLET.sub("", line).strip() for line in lines]
     elif ";" in s:
         pieces = [p.strip() for p in s.split(";")]
     elif "," in s:
@@ -217,7 +229,8 @@ def spelled_list(text: str, parse: Any) -> list[Any] | Refusal | None:
         pieces = [p.strip() for p in s.split(",")]
     else:
         return None
-    if len(pieces) < 2 or any(not p or {"and", "or"} & set(words(p)) for p in pieces):
+    if (len(pieces) < 2 and "\n" not in s and not _LIST_BULLET.match(s)) or any(
+            not p or {"and", "or"} & set(words(p)) or _PIECE_STRUCTURE.search(p) for p in pieces):
         return Refusal(f"{quote(text)} holds a list in no one way: write a JSON list", "list_in_string")
     return pieces
 

@@ -18,6 +18,8 @@ from typing import Any
 from .. import _check
 from ..schema._schema import Schema
 from ._coercions import doubt
+from ._exact import has_decimals
+from ._jsonish import EXACT, PLAIN
 from ._numbers import number
 from ._plan import resolve, types_of
 from ._words import Refusal, boolean, choice, fold, mentions
@@ -28,7 +30,7 @@ _MAX_DECODE_TRIES = 64
 WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
-_DECODER = json.JSONDecoder()
+_DECODER = PLAIN  # (the name the property tests import)
 _OPEN = re.compile(r"[\[{]")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
 _SPACES = frozenset(" \t\n\r")
@@ -105,7 +107,7 @@ def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, note
         raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
     shape = shape_of(schema)
     if shape == "json":
-        found = first_json(text, misses, None, where)
+        found = first_json(text, misses, None, where, EXACT if has_decimals(schema) else PLAIN)
         if found is NOTHING:
             if text.strip() and scalar_union(schema):
                 return text.strip()  # Optional[int], Union[int, str]: the bare text, read as it is in a field
@@ -166,12 +168,13 @@ def fence_miss(start: int) -> int:
 
 
 def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None,
-               where: list[int] | None = None) -> Any:
+               where: list[int] | None = None, decoder: json.JSONDecoder = PLAIN) -> Any:
     """:func:`extract_json` without the exception: ``NOTHING`` when no JSON value is found (what
     the lenient reader asks first, for nearly every text it reads). :class:`ExtractionFailure`
     still for text nested too deeply. ``found``, when given, gets the value found in a ``{...}``
     or ``[...]`` span by its start, with its end (so the lenient reader does not decode it again);
-    ``where``, when given, gets the start and the end of the value found in the text."""
+    ``where``, when given, gets the start and the end of the value found in the text; ``decoder``:
+    ``_jsonish.EXACT`` for a schema that holds a Decimal (a number's digits kept)."""
     check_depth(text)
     missed: set[int] = set() if misses is None else misses
     for match in _FENCE.finditer(text) if "```" in text else ():
@@ -179,20 +182,20 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
         if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
             try:
                 if may_open(text, at):
-                    value, end = _DECODER.raw_decode(text, at)
+                    value, end = decoder.raw_decode(text, at)
                     if found is not None:
                         found[at] = (value, end)
                     if end <= at + len(body) and not text[end : at + len(body)].strip():
                         if where is not None:
                             where[:] = (at, end)
-                        return value  # the whole body: what json.loads(body) reads
+                        return value  # the whole body: what decoder.decode(body) reads
                 else:
                     missed.add(at)
             except ValueError:
                 missed.add(at)
         elif may_be_json(body):
             try:
-                value = json.loads(body)
+                value = decoder.decode(body)
                 if where is not None:
                     where[:] = (at, at + len(body))
                 return value
@@ -210,7 +213,7 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
             return found[match.start()][0]  # a fence's body that opens here is JSON, with more after it
         try:
             if may_open(text, match.start()):
-                value, end = _DECODER.raw_decode(text, match.start())
+                value, end = decoder.raw_decode(text, match.start())
                 if found is not None:
                     found[match.start()] = (value, end)
                 if where is not None:
@@ -222,7 +225,7 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
     first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
     if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
         try:
-            value = json.loads(text)
+            value = decoder.decode(text)
             if where is not None:
                 where[:] = (first, len(text.rstrip(" \t\n\r")))
             return value

@@ -159,7 +159,7 @@ class _Walker:
         if scalar is not None:
             if type(data) is not str:  # a number or a yes/no already (a float for an integer: made exact)
                 if scalar == "boolean":
-                    if type(data) in (int, float):
+                    if isinstance(data, (int, float)) and type(data) is not bool:  # (a JSON number may be a float subclass)
                         said.refuse(path, number_for_bool(data))
                     return data
                 if type(data) is bool:
@@ -199,7 +199,7 @@ class _Walker:
         if data is None:
             return None
         branches = branches_of(found, self.root)
-        if type(data) in (bool, int, float):
+        if isinstance(data, (int, float)):
             takes = set().union(*(types_of(b) for b in branches)) if branches else set()
             if type(data) is bool and "boolean" not in takes and takes & {"integer", "number"}:
                 said.refuse(path, bool_for_number(data))
@@ -267,7 +267,7 @@ def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Sai
         if any(type(m) in (int, float) for m in members):
             said.refuse(path, bool_for_number(data))
         return data
-    if type(data) in (int, float) and said is not None and any(type(m) is bool for m in members):
+    if isinstance(data, (int, float)) and said is not None and any(type(m) is bool for m in members):
         if not any(type(m) in (int, float) for m in members):
             said.refuse(path, number_for_bool(data))
         return data

@@ -24,9 +24,9 @@ from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canoni
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
 from ._echo import ECHO, echoed, may_echo
-from ._exact import decimals, exact_form
+from ._exact import decimals, exact_form, has_decimals
 from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
-from ._jsonish import Fix
+from ._jsonish import EXACT, PLAIN, Fix
 from ._normalize import Said, normalize
 from ._plan import types_of
 from ._validate import ValidationFailure, validate
@@ -129,7 +129,7 @@ def read(
 
 def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
           policy: Extract) -> Reading | Misreading:
-    json_shape, root_types, fields = _shape(schema)
+    json_shape, root_types, fields, exact = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits, json_shape, fields=fields)
     tried: tuple[Any, Reading | Misreading] | None = None
@@ -137,7 +137,7 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
     known: dict[int, tuple[Any, int]] = {}  # and what it decoded, by where
     where: list[int] = []
     try:
-        raw = first_json(text, misses, known, where)  # the value as written first (what ``extract`` does for a JSON shape)
+        raw = first_json(text, misses, known, where, EXACT if exact else PLAIN)  # the value as written first (what ``extract`` does for a JSON shape)
     except ExtractionFailure as failure:  # nested too deeply
         return Misreading("extract", tuple(failure.errors))
     raw = text.strip() if raw is NOTHING and text.strip() and scalar_union(schema) else raw  # read as a field reads it
@@ -153,13 +153,13 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
-_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str], frozenset[str] | None]] = {}  # id(schema) -> (schema, json?, types, fields)
+_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str], frozenset[str] | None, bool]] = {}  # id(schema) -> (schema, json?, types, fields, decimals?)
 _MAX_SHAPES = 256
 
 
-def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | None]:
-    """Whether the schema reads as JSON, its top-level types (empty: any) and its fields as
-    ``_answers`` compares them, once per schema.
+def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | None, bool]:
+    """Whether the schema reads as JSON, its top-level types (empty: any), its fields as
+    ``_answers`` compares them, and whether it holds a Decimal (``_exact``), once per schema.
 
     Keyed by identity (a plain dict costs less than a WeakKeyDictionary on every read): each entry
     holds its schema, so no id is reused while it lives; bounded, the oldest dropped first."""
@@ -169,8 +169,8 @@ def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | 
         types = frozenset(types_of(root) or ({"object"} if "properties" in root else set()))
         if len(_SHAPES) >= _MAX_SHAPES:
             del _SHAPES[next(iter(_SHAPES))]
-        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", types, fields_of(root, types))
-    return known[1], known[2], known[3]
+        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", types, fields_of(root, types), has_decimals(schema))
+    return known[1], known[2], known[3], known[4]
 
 
 def _fits_root(data: Any, types: frozenset[str]) -> bool:
@@ -195,7 +195,7 @@ def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str]
         return _echo()
     if isinstance(reading, Reading) and where and not alone(text, where, fields):
         found = [Found(0, reading.value, reading.coercions, False, (where[0], where[1]), raw)]
-        for candidate in iter_candidates(text):
+        for candidate in iter_candidates(text, exact=has_decimals(schema)):
             if candidate.fixes or candidate.origin not in ("fenced", "json") or candidate.data is raw:
                 continue
             checked = _check(candidate.data, schema, normalizers)
@@ -275,10 +275,10 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     soon as nothing left could cost less (a candidate that is JSON as written and valid as it is
     ends it at once: clean JSON costs what it did before any repair existed). ``misses``: where
     the strict reading found no JSON value."""
-    _, _, fields = _shape(schema)
+    _, _, fields, exact = _shape(schema)
     tally = hinted = Tally(text, fields, schema)
     deferred = []
-    for candidate in _found(text, schema, misses, tally.enough, known):
+    for candidate in _found(text, schema, misses, tally.enough, known, exact=exact):
         if tally.enough(candidate.origin):
             break  # nothing from here on can cost less than the best so far, and nothing else may be a value
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
@@ -338,11 +338,11 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     return failure
 
 
-def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
-           enough: Callable[[str], bool] | None = None, known: dict[int, tuple[Any, int]] | None = None) -> Iterator[Candidate]:
+def _found(text: str, schema: Schema[Any], misses: Collection[int] = (), enough: Callable[[str], bool] | None = None,
+           known: dict[int, tuple[Any, int]] | None = None, *, exact: bool = False) -> Iterator[Candidate]:
     """Every candidate in the text, then the bare answer to a one-field object; ``enough(origin)``
     stops the search before the candidates of an origin that could not win (see :class:`Tally`)."""
-    yield from iter_candidates(text, misses, enough, known)
+    yield from iter_candidates(text, misses, enough, known, exact)
     if enough is not None and enough("implied"):
         return
     bare = implied(text, schema)
