@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ._bare import stated
+from ._bare import one_number, stated
 from ._candidates import FLOORS, _kv
 from ._coerce import key_fold
 from ._coercions import marked_final
@@ -47,11 +47,11 @@ class Found(NamedTuple):
     data: Any
 
 
-def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, stated: Callable[[], bool] | None = None) -> bool:
+def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, one_number: bool = False) -> bool:
     """Whether nothing outside ``span`` in the text can be another value: no ``{`` or ``[``, no
     ``key: value`` line whose key names a field (``fields``: the schema's properties, key-folded;
-    None: the schema takes no object, so no such line is a value; empty: any key may be one), and
-    no number stated on the first line (``stated``, for a one-field numeric object)."""
+    None: the schema takes no object, so no such line is a value; empty: any key may be one), and,
+    for an object of one numeric field (``one_number``), no number stated on the first line."""
     start, end = span[0], span[1]
     head, tail = text[:start], text[end:]
     if (not head or head.isspace()) and (not tail or tail.isspace()):
@@ -61,7 +61,7 @@ def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, stated:
             return False
         if fields is not None and (":" in part or "=" in part) and _names(part, fields):
             return False
-    return stated is None or not stated()
+    return not (one_number and stated(text))
 
 
 def _names(part: str, fields: frozenset[str]) -> bool:
@@ -146,7 +146,7 @@ class Tally:
     def alone(self) -> bool:
         """Whether nothing outside the best candidate may be another value (``_answers.alone``)."""
         if self.lone is None:
-            self.lone = self.best is not None and alone(self.text, self.best.span, self.fields, lambda: stated(self.text, self.schema))
+            self.lone = self.best is not None and alone(self.text, self.best.span, self.fields, one_number(self.schema))
         return self.lone
 
     def enough(self, origin: str) -> bool:

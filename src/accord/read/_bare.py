@@ -70,11 +70,14 @@ def implied(text: str, schema: Schema[Any]) -> Candidate | None:
     return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end, span)
 
 
-def stated(text: str, schema: Schema[Any]) -> bool:
-    """Whether the text's first line states a number for a one-field numeric object (``The answer
-    is 7.``): a value of its own beside any JSON the text holds."""
+def one_number(schema: Schema[Any]) -> bool:
+    """Whether the schema is an object of one numeric field (its first line may state the answer)."""
     root = schema.json_schema or {}
     props = root.get("properties")
-    if not isinstance(props, dict) or len(props) != 1 or not types_of(resolve(next(iter(props.values())), root)) & {"integer", "number"}:
-        return False
+    return isinstance(props, dict) and len(props) == 1 and bool(types_of(resolve(next(iter(props.values())), root)) & {"integer", "number"})
+
+
+def stated(text: str) -> bool:
+    """Whether the text's first line states a number (``The answer is 7.``): for an object of one
+    numeric field, a value of its own beside any JSON the text holds."""
     return _STATED.fullmatch(text.strip().split("\n", 1)[0].strip()) is not None

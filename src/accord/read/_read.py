@@ -4,9 +4,11 @@ First strictly: the value as written (``_extract``). If that gives no valid valu
 :class:`~accord.Extract` policy allows, leniently and by the schema: every candidate value in the
 text (``_candidates``: fenced blocks, JSON-like spans repaired by ``_jsonish``, ``key: value``
 blocks, and a bare answer to a one-field object), each bent toward the schema (``_coerce``) and
-validated; the valid one with the fewest and smallest repairs wins, the earliest on a tie. What
-was done is kept on the Reading (``coercions``), so every ballot says it. A candidate that is
-the schema echoed back is never a value.
+validated. Candidates that are one value are one answer, read with the fewest and smallest
+repairs (the earliest on a tie); different values are refused unless one is marked as the final
+answer (``_answers``: one answer or none, for the strict reading too). What was done is kept on the
+Reading (``coercions``), so every ballot says it. A candidate that is the schema echoed back is
+never a value.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from ..schema._schema import Schema
 from ._answers import Found, Tally, alone, fields_of, one_answer
-from ._bare import IMPLIED, implied, stated
+from ._bare import IMPLIED, implied, one_number
 from ._candidates import MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
@@ -129,7 +131,7 @@ def read(
 
 def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
           policy: Extract) -> Reading | Misreading:
-    json_shape, root_types, fields, exact = _shape(schema)
+    json_shape, root_types, fields, exact, numeric = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
         return _strict(text, schema, normalizers, float_digits, json_shape, fields=fields)
     tried: tuple[Any, Reading | Misreading] | None = None
@@ -145,7 +147,7 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
         reading = _settle(raw, schema, normalizers, float_digits)
         tried = (raw, reading)
         if (isinstance(reading, Reading) and not (may_echo(raw) and echoed(raw, schema))
-                and (not where or alone(text, where, fields, lambda: stated(text, schema)))):
+                and (not where or alone(text, where, fields, numeric))):
             return reading  # one value, and nothing else in the text may be another
     found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses, known=known)
     if found is None and tried is not None and isinstance(tried[1], Misreading):
@@ -153,13 +155,15 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
-_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str], frozenset[str] | None, bool]] = {}  # id(schema) -> (schema, json?, types, fields, decimals?)
+# id(schema) -> (schema, json?, types, fields, decimals?, an object of one numeric field?)
+_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str], frozenset[str] | None, bool, bool]] = {}
 _MAX_SHAPES = 256
 
 
-def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | None, bool]:
+def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | None, bool, bool]:
     """Whether the schema reads as JSON, its top-level types (empty: any), its fields as
-    ``_answers`` compares them, and whether it holds a Decimal (``_exact``), once per schema.
+    ``_answers`` compares them, whether it holds a Decimal (``_exact``) and whether it is an object
+    of one numeric field (``_bare.one_number``), once per schema.
 
     Keyed by identity (a plain dict costs less than a WeakKeyDictionary on every read): each entry
     holds its schema, so no id is reused while it lives; bounded, the oldest dropped first."""
@@ -169,8 +173,9 @@ def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | 
         types = frozenset(types_of(root) or ({"object"} if "properties" in root else set()))
         if len(_SHAPES) >= _MAX_SHAPES:
             del _SHAPES[next(iter(_SHAPES))]
-        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", types, fields_of(root, types), has_decimals(schema))
-    return known[1], known[2], known[3], known[4]
+        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", types, fields_of(root, types), has_decimals(schema),
+                                       one_number(schema))
+    return known[1], known[2], known[3], known[4], known[5]
 
 
 def _fits_root(data: Any, types: frozenset[str]) -> bool:
@@ -275,7 +280,7 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
     soon as nothing left could cost less (a candidate that is JSON as written and valid as it is
     ends it at once: clean JSON costs what it did before any repair existed). ``misses``: where
     the strict reading found no JSON value."""
-    _, _, fields, exact = _shape(schema)
+    _, _, fields, exact, _ = _shape(schema)
     tally = hinted = Tally(text, fields, schema)
     deferred = []
     for candidate in _found(text, schema, misses, tally.enough, known, exact=exact):
