@@ -25,11 +25,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ._bare import one_number, stated
-from ._candidates import FLOORS, _kv
+from ._candidates import _KV_LINE, FLOORS
 from ._coerce import key_fold
 from ._coercions import marked_final
 
-_KV_HINT = frozenset(":=")
+_KV_LINES = re.compile(_KV_LINE.pattern, re.M)  # the key-value lines of a text, as the candidates read them
+# A line that gives a value (``key: value``, a ``- item``): else a line like ``Here is the JSON:``
+# makes no value (a key with nothing after it and no item under it).
+_VALUED = re.compile(r"[:=][ \t]*\S|^[ \t]*[-*+][ \t]+\S", re.M)
+_FOLD = str.maketrans("", "", "_-. \t\r\f\v")  # what key_fold drops (with the case)
 # Text that may hold an echoed schema: any type name at all (for text read leniently).
 _ANY_HINT = re.compile("|".join(map(re.escape, ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double",
                                                   "bool", "date", "yyyy"))))
@@ -51,27 +55,16 @@ def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, one_num
     """Whether nothing outside ``span`` in the text can be another value: no ``{`` or ``[``, no
     ``key: value`` line whose key names a field (``fields``: the schema's properties, key-folded;
     None: the schema takes no object, so no such line is a value; empty: any key may be one), and,
-    for an object of one numeric field (``one_number``), no number stated on the first line."""
-    start, end = span[0], span[1]
-    head, tail = text[:start], text[end:]
-    if (not head or head.isspace()) and (not tail or tail.isspace()):
-        return True
-    for part in (head, tail):
-        if "{" in part or "[" in part:
-            return False
-        if fields is not None and (":" in part or "=" in part) and _names(part, fields):
-            return False
+    for an object of one numeric field (``one_number``), no number stated on the first line.
+    (On the path of every clean reading: a few operations, no more.)"""
+    rest = f"{text[: span[0]]}\n{text[span[1] :]}"
+    if "{" in rest or "[" in rest:
+        return False
+    if fields is not None and (":" in rest or "=" in rest) and _VALUED.search(rest):
+        for line in _KV_LINES.finditer(rest):
+            if not fields or line.group("key").translate(_FOLD).casefold() in fields:
+                return False
     return not (one_number and stated(text))
-
-
-def _names(part: str, fields: frozenset[str]) -> bool:
-    for line in part.splitlines():
-        if not _KV_HINT.intersection(line):
-            continue
-        match = _kv(line)
-        if match is not None and (not fields or key_fold(match.group("key").strip()) in fields):
-            return True
-    return False
 
 
 def fields_of(root: dict[str, Any], types: frozenset[str]) -> frozenset[str] | None:

@@ -134,13 +134,15 @@ class _Walker:
         if isinstance(data, dict):
             props, extra = found.props, found.extra
             walked: dict[str, Any] = {}
+            risky = found.risky or self.risky(found)
             for key, value in data.items():  # keys are the schema's: never rewritten
                 kind = type(value)
-                if kind in _KEPT:
-                    if kind is _NONE or kind not in (self.table.get(id(child := props.get(key, extra))) or plan_in(self.table, child, self.root)).walks:
+                if kind in _KEPT:  # kept as it is, unless its node refuses or decides it (a bool for a number)
+                    if kind is _NONE or (key not in (risky[1] if kind is int else risky[0])
+                                         and (key in props or not (risky[3] if kind is int else risky[2]))):
                         walked[key] = value
                         continue
-                    walked[key] = self.walk(value, child, depth + 1, (*path, key), said)
+                    walked[key] = self.walk(value, props.get(key, extra), depth + 1, (*path, key), said)
                     continue
                 child = props.get(key, extra)
                 if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
@@ -183,6 +185,17 @@ class _Walker:
                     out = fn(out)
                 return out
         return _plain(data)
+
+    def risky(self, found: Plan) -> tuple[frozenset[str], frozenset[str], bool, bool]:
+        """The properties of an object node whose bool (first) or int (second) value must be
+        walked, not kept, and whether a key the node does not name must be (its bool, its int):
+        once per node (``Plan.risky``)."""
+        def walks(node: Any) -> frozenset[type]:
+            return (self.table.get(id(node)) or plan_in(self.table, node, self.root)).walks if node is not None else frozenset()
+        props, other = found.props, walks(found.extra)
+        found.risky = (frozenset(k for k, v in props.items() if bool in walks(v)),
+                       frozenset(k for k, v in props.items() if int in walks(v)), bool in other, int in other)
+        return found.risky
 
     def text_only(self, node: Any) -> bool:
         """Whether a string under this node is normalized to ``_text`` of it, as :meth:`walk` would."""

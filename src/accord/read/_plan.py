@@ -53,8 +53,8 @@ class Plan:
     inspect the schema's dicts again at every value they visit."""
 
     __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "leaves", "members", "node", "prefix",
-                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
-                 "types", "walks")
+                 "props", "raw", "required", "resolved_branches", "risky", "scalar", "shape_types", "takes_null",
+                 "text_only", "types", "walks")
 
     def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
         self.raw = raw
@@ -110,6 +110,7 @@ class Plan:
             else frozenset({int}) if self.scalar == "boolean"
             else frozenset()
         )
+        self.risky: tuple[frozenset[str], frozenset[str], bool, bool] | None = None  # (normalize fills it)
         self.resolved_branches: list[dict[str, Any]] | None = None
         self.leaves: list[tuple[Any, dict[str, Any]]] | None = None  # the union flattened (coerce)
         self.folded_keys: dict[str, list[str]] | None = None

@@ -144,7 +144,7 @@ def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], 
         return Misreading("extract", tuple(failure.errors))
     raw = text.strip() if raw is NOTHING and text.strip() and scalar_union(schema) else raw  # read as a field reads it
     if raw is not NOTHING and _fits_root(raw, root_types):
-        reading = _settle(raw, schema, normalizers, float_digits)
+        reading = _settle(raw, schema, normalizers, float_digits, exact=exact)
         tried = (raw, reading)
         if (isinstance(reading, Reading) and not (may_echo(raw) and echoed(raw, schema))
                 and (not where or alone(text, where, fields, numeric))):
@@ -195,7 +195,7 @@ def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str]
         raw = extract(text, schema, notes=notes, where=where if json_shape else None)
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
-    reading = _settle(raw, schema, normalizers, float_digits, tuple(notes))
+    reading = _settle(raw, schema, normalizers, float_digits, tuple(notes), exact=has_decimals(schema))
     if isinstance(reading, Reading) and may_echo(raw) and echoed(raw, schema):
         return _echo()
     if isinstance(reading, Reading) and where and not alone(text, where, fields):
@@ -213,7 +213,8 @@ def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str]
 def _decide(text: str, found: list[Found], fields: frozenset[str] | None, schema: Schema[Any],
             float_digits: int | None) -> Reading | Misreading:
     """One answer among the valid candidates, or the Misreading of an ambiguous text (``_answers``)."""
-    decided = one_answer(text, found, fields, lambda f: _finish(f.value, schema, float_digits, f.coercions, f.open_end),
+    exact = has_decimals(schema)
+    decided = one_answer(text, found, fields, lambda f: _finish(f.value, schema, float_digits, f.coercions, f.open_end, exact=exact),
                          lambda r: r.key if isinstance(r, Reading) else None)
     if isinstance(decided, tuple):
         return Misreading("extract", ({"loc": (), "msg": decided[1], "type": decided[0]},))
@@ -221,12 +222,12 @@ def _decide(text: str, found: list[Found], fields: frozenset[str] | None, schema
 
 
 def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
-            coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
+            coercions: tuple[dict[str, str], ...] = (), *, exact: bool = False) -> Reading | Misreading:
     """normalize -> validate -> canonicalize of extracted data."""
     checked = _check(data, schema, normalizers)
     if isinstance(checked, Misreading):
         return checked
-    return _finish(checked[0], schema, float_digits, coercions + checked[1])
+    return _finish(checked[0], schema, float_digits, coercions + checked[1], exact=exact)
 
 
 def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> tuple[Any, tuple[dict[str, str], ...]] | Misreading:
@@ -253,10 +254,10 @@ def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str],
 
 
 def _finish(value: Any, schema: Schema[Any], float_digits: int | None, coercions: tuple[dict[str, str], ...],
-            open_ended: bool = False) -> Reading | Misreading:
-    """canonicalize a validated value into its Reading."""
+            open_ended: bool = False, *, exact: bool = False) -> Reading | Misreading:
+    """canonicalize a validated value into its Reading (``exact``: the schema holds a Decimal)."""
     dumped = schema.dump(value)
-    form = canonical_form(exact_form(schema, value, dumped), schema.json_schema, float_digits)
+    form = canonical_form(exact_form(schema, value, dumped) if exact else dumped, schema.json_schema, float_digits)
     try:
         key = canonical_key(form, strict=True)
     except NotUnicode:  # "\ud800" is no text: it could be neither stored nor sent on
