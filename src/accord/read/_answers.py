@@ -51,11 +51,11 @@ class Found(NamedTuple):
     data: Any
 
 
-def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, one_number: bool = False) -> bool:
+def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, numeric: bool = False) -> bool:
     """Whether nothing outside ``span`` in the text can be another value: no ``{`` or ``[``, no
     ``key: value`` line whose key names a field (``fields``: the schema's properties, key-folded;
     None: the schema takes no object, so no such line is a value; empty: any key may be one), and,
-    for an object of one numeric field (``one_number``), no number stated on the first line.
+    for an object of one numeric field (``numeric``), no number stated on the first line.
     (On the path of every clean reading: a few operations, no more.)"""
     rest = f"{text[: span[0]]}\n{text[span[1] :]}"
     if "{" in rest or "[" in rest:
@@ -64,7 +64,7 @@ def alone(text: str, span: Sequence[int], fields: frozenset[str] | None, one_num
         for line in _KV_LINES.finditer(rest):
             if not fields or line.group("key").translate(_FOLD).casefold() in fields:
                 return False
-    return not (one_number and stated(text))
+    return not (numeric and stated(text))
 
 
 def fields_of(root: dict[str, Any], types: frozenset[str]) -> frozenset[str] | None:
