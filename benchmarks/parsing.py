@@ -2,10 +2,13 @@
 
     python benchmarks/parsing.py [--quick] [--peers-python PATH] [--repeat N] [--first N] [--instructions [--against REF]]
 
-The corpus is tests/data/malformed/ (cases.jsonl: real outputs of the embedded SmolLM2-135M in
-prompt mode, in process and over ``transformers serve``; handwritten.jsonl: each malformation
-class of issue 14 written from known values). Each case has a schema and a label: the value the
-text means, or null when it does not say one (unrecoverable).
+Two corpora. The recovery corpus is tests/data/malformed/ (cases.jsonl: real outputs of the
+embedded SmolLM2-135M in prompt mode, in process and over ``transformers serve``;
+handwritten.jsonl: each malformation class of issue 14 written from known values). Each case has a
+schema and a label: the value the text means, or null when it does not say one (unrecoverable).
+The refusal corpus is tests/data/refusals/ (issue 33: hedges, unknowns, negations, ordinals, bools
+for numbers, lists spelled in strings, a draft, an example or a correction beside the answer,
+Decimal forms), each case labelled "refuse" or with the exact value a stated rule reads.
 
 Tools, each given the text and the schema:
 
@@ -52,11 +55,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "malformed"
+REFUSALS = ROOT / "tests" / "data" / "refusals"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(CORPUS))
+sys.path.insert(0, str(REFUSALS))
 
 import accord  # noqa: E402
 from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
+from accord.read._exact import exact_form  # noqa: E402
 from accord.read._read import STRICT, Misreading, read  # noqa: E402
 
 PEERS_PYTHON = ROOT / ".bench-cache" / "peers-venv" / "bin" / "python"
@@ -73,6 +79,15 @@ def load() -> list[dict[str, Any]]:
             cases += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     first = os.environ.get("PARSING_FIRST")
     return cases[: int(first)] if first else cases
+
+
+def load_refusals() -> list[dict[str, Any]]:
+    """The refusal corpus, its "refuse" labels as null (no value to take)."""
+    path = REFUSALS / "cases.jsonl"
+    if not path.is_file():
+        return []
+    cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [case | {"label": None if case["label"] == "refuse" else case["label"]} for case in cases]
 
 
 def schema_source(ref: str) -> Any:
@@ -97,7 +112,7 @@ def key_of(schema: accord.Schema[Any], data: Any) -> str | None:
         value = schema.validate(data)
     except accord.ValidationFailure:
         return None
-    return canonical_key(canonical_form(schema.dump(value), schema.json_schema))
+    return canonical_key(canonical_form(exact_form(schema, value, schema.dump(value)), schema.json_schema))
 
 
 # -- the tools in this process ---------------------------------------------------------------------
@@ -210,7 +225,7 @@ def run_peers(python: Path, cases: list[dict[str, Any]], repeat: int) -> tuple[d
     if not python.exists():
         reason = f"no peers venv at {python} (python3.12 -m venv; pip install parsantic instructor)"
         return {}, {"parsantic": reason, "instructor (MD_JSON parse)": reason}
-    job = {"paths": [str(ROOT / "benchmarks"), str(CORPUS)], "repeat": repeat,
+    job = {"paths": [str(ROOT / "benchmarks"), str(CORPUS), str(REFUSALS)], "repeat": repeat,
            "cases": [{"id": c["id"], "schema": c["schema"], "text": c["text"]} for c in cases]}
     done = subprocess.run([str(python), "-c", CHILD], input=json.dumps(job), capture_output=True, text=True, timeout=1800, check=False)
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -323,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     repeat = 1 if args.quick else args.repeat
     cases = load()
+    refusals = load_refusals()
     if not cases:
         print("no corpus at tests/data/malformed/", file=sys.stderr)
         return 1
@@ -338,12 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     pace = machine_speed()
     for name, tool in local.items():
         run_local(name, tool, cases[:20], 1)  # warm up: imports and pydantic's caches
-        tools[name] = run_local(name, tool, cases, repeat)
+        tools[name] = run_local(name, tool, cases + refusals, repeat)
     pace = min(pace, machine_speed())
     if args.quick:
         skipped["parsantic"] = skipped["instructor (MD_JSON parse)"] = "not in --quick (a venv of their own)"
     else:
-        peers, why = run_peers(args.peers_python, cases, repeat)
+        peers, why = run_peers(args.peers_python, cases + refusals, repeat)
         tools.update(peers)
         skipped.update(why)
     sources: dict[str, int] = {}
@@ -371,11 +387,23 @@ def main(argv: list[str] | None = None) -> int:
         for name, rows in tools.items():
             f = figures[f"{name} (issue 29)"] = score(words, rows)
             print(f"| {name} | {f['recovered']}/{f['recoverable']} | {f['wrong']} | {f['unrecoverable_rejected']}/{len(words) - f['recoverable']} |")
+    if refusals:
+        said = sum(c["label"] is not None for c in refusals)
+        print(f"\nthe refusal corpus (tests/data/refusals/, issue 33): {len(refusals)} cases, {len(refusals) - said} to refuse "
+              f"(hedges, unknowns, negations, ordinals, bools for numbers, several values), {said} with the value a stated rule "
+              "reads (a marked final answer, a list spelled in a string, a Decimal form, a case fold):\n")
+        print("| tool | wrong value accepted | refused (of the refusals) | meant value read | meant value refused |")
+        print("|---|---|---|---|---|")
+        for name, rows in tools.items():
+            f = figures[f"{name} (refusals)"] = score(refusals, rows)
+            print(f"| {name} | {f['wrong']} | {f['unrecoverable_rejected']}/{len(refusals) - said} | {f['recovered']}/{said} | {f['rejected']} |")
+        for name, why in skipped.items():
+            print(f"| {name} | skipped: {why} | | | |")
     if args.show:
         for name, f in figures.items():
             print(f"\n{name}: wrong {f['wrong_ids']}\n  missed {f['missed']}")
     a = figures["accord"]
-    peers = {n: f for n, f in figures.items() if not n.startswith("accord") and not n.endswith("(issue 29)")}
+    peers = {n: f for n, f in figures.items() if not n.startswith("accord") and not n.endswith(("(issue 29)", "(refusals)"))}
     best_peer = max((f["recovered"] for f in peers.values()), default=0)
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     print("\ntargets for accord:")
@@ -389,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
         w = figures["accord (issue 29)"]
         print(f"- 0 wrong values on the word and number classes of issue 29: {w['wrong']}: {verdict(w['wrong'] == 0)}"
               + (f"  wrong: {w['wrong_ids']}" if w["wrong"] else ""))
+    if refusals:
+        r = figures["accord (refusals)"]
+        print(f"- 0 wrong values on the refusal corpus: {r['wrong']}: {verdict(r['wrong'] == 0)}"
+              + (f"  wrong: {r['wrong_ids']}" if r["wrong"] else ""))
     if args.instructions:
         print_instructions(args.against)
     return 0

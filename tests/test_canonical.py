@@ -51,10 +51,13 @@ def test_unique_items_in_a_json_schema_is_set_like() -> None:
     assert key("[3, 1, 2]", schema) == key("[1, 2, 3]", schema)
 
 
-def test_floats_round_to_significant_digits() -> None:
+def test_numbers_keep_their_digits_unless_float_digits_is_set() -> None:
     schema = Schema.of(float)
-    assert key("0.30000000000000004", schema) == key("0.3", schema)
-    assert key("3.0", schema) == key("3", schema) == "3"
+    assert key("0.30000000000000004", schema) != key("0.3", schema)  # two floats: two answers
+    assert key("10000000.01", schema) != key("10000000.02", schema) != key("10000000.04", schema)
+    assert key("3.0", schema) == key("3", schema) == "3"  # one value
+    assert key("1.50", schema) == key("1.5", schema)  # one float
+    assert key("0.30000000000000004", schema, float_digits=9) == key("0.3", schema, float_digits=9)  # the opt-in merges
     assert key("1.23456789", schema, float_digits=3) == key("1.234", schema, float_digits=3) == "1.23"
     assert key("1.2", schema) != key("1.3", schema)
 

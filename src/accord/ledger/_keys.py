@@ -126,6 +126,10 @@ def describe_policy(policy: Any) -> dict[str, Any]:
             vote = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
             if not value.roles:
                 vote.pop("roles")  # newer than the first key format: in the key once set
+            if value.float_digits is None:
+                # Keys made before float_digits defaulted to None (exact) said 9, the old default: a
+                # default Vote keeps that key, so the answers existing ledgers hold still replay.
+                vote["float_digits"] = 9
             out["vote"] = vote
         else:
             out[f.name] = describe(value)

@@ -3,6 +3,8 @@
 Read top to bottom, in the order a text goes through them:
 
     _read       the pipeline: strictly first, then leniently; the one entry point (``read``)
+    _answers    one answer or none: several different values in a text are refused (a marked final answer aside)
+    _coercions  the closed list of what a reading may change and of what it refuses: one table, every reader
     _deadline   the bound on a reading's work (a deadline, sizes), so hostile text ends in time
     _extract    stage 3, extract: the strict reading (fences, prose around the value, the first value)
     _echo       an echoed schema or type signature is never a value
@@ -15,5 +17,6 @@ Read top to bottom, in the order a text goes through them:
     _normalize  stage 4, normalize: extracted data into the form the schema expects
     _coerce     schema-aligned coercion, only where the schema says how, recorded
     _validate   stage 5, validate: data to a value (pydantic or jsonschema), errors as data
+    _exact      a Decimal: every number form a float gets, its digits kept, and a vote by value
     _canonical  stage 6, canonicalize: the vote key of a validated value
 """

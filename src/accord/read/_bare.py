@@ -41,6 +41,7 @@ def implied(text: str, schema: Schema[Any]) -> Candidate | None:
     bare = _unwrap(text).strip("*_").strip().rstrip(".!").strip()  # markdown emphasis too: **24**
     value: Any = None
     open_end = True  # the answer is the end of the text, so a cut would not show
+    span = (0, len(text))
     if types & {"integer", "number"}:
         first_line = text.strip().split("\n", 1)[0].strip()
         for pattern, where in ((_BARE_NUMBER, bare), (_EQUATION, bare), (_STATED, bare), (_STATED, first_line)):
@@ -51,6 +52,8 @@ def implied(text: str, schema: Schema[Any]) -> Candidate | None:
                     return None  # int() refuses it: no answer
                 value = float(token) if "." in token else int(token)
                 open_end = where is bare
+                if where is first_line:
+                    span = (0, text.find(first_line) + len(first_line))
                 break
     elif "boolean" in types:
         match = _LEADING_BOOL.match(bare)
@@ -64,4 +67,17 @@ def implied(text: str, schema: Schema[Any]) -> Candidate | None:
         value = bare
     if value is None:
         return None
-    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end)
+    return Candidate({name: value}, (Fix((name,), IMPLIED),), frozenset(), "implied", open_end, span)
+
+
+def one_number(schema: Schema[Any]) -> bool:
+    """Whether the schema is an object of one numeric field (its first line may state the answer)."""
+    root = schema.json_schema or {}
+    props = root.get("properties")
+    return isinstance(props, dict) and len(props) == 1 and bool(types_of(resolve(next(iter(props.values())), root)) & {"integer", "number"})
+
+
+def stated(text: str) -> bool:
+    """Whether the text's first line states a number (``The answer is 7.``): for an object of one
+    numeric field, a value of its own beside any JSON the text holds."""
+    return _STATED.fullmatch(text.strip().split("\n", 1)[0].strip()) is not None

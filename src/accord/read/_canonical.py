@@ -3,8 +3,12 @@
 Votes count canonical forms, never raw text. The canonical form of a value's JSON data, guided by
 its JSON Schema:
 
-- floats rounded to ``float_digits`` significant digits (rounding groups values transitively,
-  which a tolerance would not), and integral floats written as integers (``3.0`` is ``3``);
+- numbers as exactly as the value holds them: an int its digits, a float every digit it holds
+  (its shortest repr: ``10000000.01`` and ``10000000.02`` stay two answers), a ``Decimal`` its
+  value (``_exact``: ``1234.50`` and ``1234.5`` are one); integral floats written as integers
+  (``3.0`` is ``3``). Only an explicit ``Vote(float_digits=n)`` rounds floats to ``n``
+  significant digits, merging every value that rounds alike (rounding groups values
+  transitively, which a tolerance would not);
 - set-like lists (``set[...]``, ``frozenset[...]``, ``uniqueItems``, ``accord.Unordered[...]``)
   sorted, so their order never splits a vote;
 - objects with sorted keys, no whitespace (canonical JSON).
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ._plan import resolve
 
-DEFAULT_FLOAT_DIGITS = 9
+DEFAULT_FLOAT_DIGITS: int | None = None  # exact: a float's key is every digit it holds
 UNORDERED = "x-accord-unordered"
 
 
@@ -97,7 +101,7 @@ def escape_surrogates(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
-def canonical_form(data: Any, schema: dict[str, Any] | None, float_digits: int = DEFAULT_FLOAT_DIGITS) -> Any:
+def canonical_form(data: Any, schema: dict[str, Any] | None, float_digits: int | None = DEFAULT_FLOAT_DIGITS) -> Any:
     """The canonical form of validated JSON data (see the module docstring)."""
     if not schema or not _has_sets(schema):
         return _rounded(data, float_digits)  # no set-like list anywhere: only floats change
@@ -137,7 +141,7 @@ def _mentions(node: Any, depth: int) -> bool:
     return False
 
 
-def _rounded(data: Any, digits: int) -> Any:
+def _rounded(data: Any, digits: int | None) -> Any:
     """:meth:`_Canon.form` where no list is set-like: floats rounded, the rest copied."""
     if isinstance(data, float):
         return _number(data, digits)
@@ -151,10 +155,10 @@ def _rounded(data: Any, digits: int) -> Any:
 _AS_IS = frozenset({str, int, bool, type(None)})  # what _rounded returns as it is (no call for them)
 
 
-def _number(value: float, digits: int) -> int | float:
+def _number(value: float, digits: int | None) -> int | float:
     if not math.isfinite(value):
         return value
-    rounded = float(f"{value:.{digits}g}")
+    rounded = value if digits is None else float(f"{value:.{digits}g}")
     return int(rounded) if rounded.is_integer() and abs(rounded) < 2**53 else rounded
 
 
@@ -163,7 +167,7 @@ def is_set_like(node: dict[str, Any]) -> bool:
 
 
 class _Canon:
-    def __init__(self, root: dict[str, Any], digits: int) -> None:
+    def __init__(self, root: dict[str, Any], digits: int | None) -> None:
         self.root = root
         self.digits = digits
 

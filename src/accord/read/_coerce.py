@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ._coercions import quote, spelled_list
+from ._jsonish import parse
 from ._numbers import number
 from ._plan import Plan, Plans, branches_of, plan_in, plans, resolve, types_of
 from ._words import boolean, choice, fold, null_like
@@ -97,6 +99,14 @@ class _Coercer:
             if isinstance(data, list):
                 return self.array(data, found, path, depth)
             if data is not None and not types & _kinds(data):
+                if isinstance(data, str):  # a list spelled in a string: the list it spells, or none for sure
+                    spelled = spelled_list(data, _list_of)
+                    if isinstance(spelled, list):
+                        self.note(path, f"{quote(data)} as the list it spells ({len(spelled)} items)", 2, breaking=True)
+                        return self.array(spelled, found, path, depth)
+                    if spelled is not None:
+                        self.misfits += 1
+                        return data
                 self.note(path, "one value as a list", 2, breaking=True)
                 return [self.walk(data, found.items, (*path, 0), depth + 1)]
         if isinstance(data, list) and len(data) == 1 and not types & {"array"} and not isinstance(data[0], (list, dict)):
@@ -305,6 +315,11 @@ def _nullable(found: Plan, root: dict[str, Any]) -> bool:
             for branches in (found.raw.get("anyOf"), found.raw.get("oneOf"))
         )
     return found.takes_null
+
+
+def _list_of(text: str) -> Any:
+    """A list written inside a string (``"['a', 'b']"``), read as the lenient reader reads JSON."""
+    return parse(text).value
 
 
 def _number(text: str) -> int | float | None:

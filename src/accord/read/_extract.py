@@ -17,9 +17,12 @@ from typing import Any
 
 from .. import _check
 from ..schema._schema import Schema
+from ._coercions import doubt
+from ._exact import has_decimals
+from ._jsonish import EXACT, PLAIN
 from ._numbers import number
 from ._plan import resolve, types_of
-from ._words import Refusal, boolean, choice, fold
+from ._words import Refusal, boolean, choice, fold, mentions
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
@@ -27,7 +30,7 @@ _MAX_DECODE_TRIES = 64
 WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
-_DECODER = json.JSONDecoder()
+_DECODER = PLAIN  # (the name the property tests import)
 _OPEN = re.compile(r"[\[{]")
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
 _SPACES = frozenset(" \t\n\r")
@@ -90,19 +93,21 @@ def shape_of(schema: Schema[Any]) -> str:
     return "json"
 
 
-def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, notes: list[dict[str, str]] | None = None) -> Any:
+def extract(text: str, schema: Schema[Any], misses: set[int] | None = None, notes: list[dict[str, str]] | None = None,
+            where: list[int] | None = None) -> Any:
     """The data the text carries for this schema, or raise :class:`ExtractionFailure`.
 
     ``misses``, when given, collects where no JSON value was found (see :func:`extract_json`);
     ``notes``, what reading a bare choice, number or yes/no took (``{"path", "fix"}`` dicts): the
-    same words as at any depth (``_words``, ``_numbers``)."""
+    same words as at any depth (``_words``, ``_numbers``); ``where``, where the JSON value found
+    stands in the text (see :func:`first_json`)."""
     if not isinstance(text, str):
         raise ExtractionFailure(f"expected text from the model, got {type(text).__name__}")
     if len(text) > MAX_CHARS:
         raise ExtractionFailure(f"output too long to read ({len(text):,} characters > {MAX_CHARS:,})")
     shape = shape_of(schema)
     if shape == "json":
-        found = first_json(text, misses)
+        found = first_json(text, misses, None, where, EXACT if has_decimals(schema) else PLAIN)
         if found is NOTHING:
             if text.strip() and scalar_union(schema):
                 return text.strip()  # Optional[int], Union[int, str]: the bare text, read as it is in a field
@@ -162,11 +167,14 @@ def fence_miss(start: int) -> int:
     return -2 - start
 
 
-def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None) -> Any:
+def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None,
+               where: list[int] | None = None, decoder: json.JSONDecoder = PLAIN) -> Any:
     """:func:`extract_json` without the exception: ``NOTHING`` when no JSON value is found (what
     the lenient reader asks first, for nearly every text it reads). :class:`ExtractionFailure`
     still for text nested too deeply. ``found``, when given, gets the value found in a ``{...}``
-    or ``[...]`` span by its start, with its end (so the lenient reader does not decode it again)."""
+    or ``[...]`` span by its start, with its end (so the lenient reader does not decode it again);
+    ``where``, when given, gets the start and the end of the value found in the text; ``decoder``:
+    ``_jsonish.EXACT`` for a schema that holds a Decimal (a number's digits kept)."""
     check_depth(text)
     missed: set[int] = set() if misses is None else misses
     for match in _FENCE.finditer(text) if "```" in text else ():
@@ -174,18 +182,23 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
         if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
             try:
                 if may_open(text, at):
-                    value, end = _DECODER.raw_decode(text, at)
+                    value, end = decoder.raw_decode(text, at)
                     if found is not None:
                         found[at] = (value, end)
                     if end <= at + len(body) and not text[end : at + len(body)].strip():
-                        return value  # the whole body: what json.loads(body) reads
+                        if where is not None:
+                            where[:] = (at, end)
+                        return value  # the whole body: what decoder.decode(body) reads
                 else:
                     missed.add(at)
             except ValueError:
                 missed.add(at)
         elif may_be_json(body):
             try:
-                return json.loads(body)
+                value = decoder.decode(body)
+                if where is not None:
+                    where[:] = (at, at + len(body))
+                return value
             except ValueError:
                 pass
         missed.add(fence_miss(match.start()))
@@ -195,12 +208,16 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
         if match.start() in missed:
             continue  # a fence's body that opens here is no JSON
         if found and match.start() in found:
+            if where is not None:
+                where[:] = (match.start(), found[match.start()][1])
             return found[match.start()][0]  # a fence's body that opens here is JSON, with more after it
         try:
             if may_open(text, match.start()):
-                value, end = _DECODER.raw_decode(text, match.start())
+                value, end = decoder.raw_decode(text, match.start())
                 if found is not None:
                     found[match.start()] = (value, end)
+                if where is not None:
+                    where[:] = (match.start(), end)
                 return value
         except ValueError:
             pass
@@ -208,7 +225,10 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
     first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
     if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
         try:
-            return json.loads(text)
+            value = decoder.decode(text)
+            if where is not None:
+                where[:] = (first, len(text.rstrip(" \t\n\r")))
+            return value
         except ValueError:
             pass
     missed.add(WHOLE)
@@ -279,13 +299,14 @@ def _choice(stripped: str, text: str, choices: tuple[Any, ...], notes: list[dict
     folded = {_fold(c): c for c in choices}
     if _fold(stripped) in folded:
         member = folded[_fold(stripped)]
-        if isinstance(member, str) and fold(text) != fold(member):
+        if isinstance(member, str) and text.strip() != member:  # a case fold too is recorded
             _note(notes, f"{text.strip()!r} as the member {member!r}")
         return member
     if stripped[:1] in "{[":
         data = extract_json(stripped)
         if isinstance(data, dict) and len(data) == 1 and data not in choices:
-            return next(iter(data.values()))  # {"answer": "positive"}: the member inside
+            data = next(iter(data.values()))  # {"answer": "positive"}: the member inside
+        _one_member(text, data, choices)
         return data
     found = choice(_unfenced(text), choices)  # a choice named in prose, with no negation or hedge
     if isinstance(found, Refusal):
@@ -303,6 +324,18 @@ def _choice(stripped: str, text: str, choices: tuple[Any, ...], notes: list[dict
     return stripped
 
 
+def _one_member(text: str, said: Any, choices: tuple[Any, ...]) -> None:
+    """Raise :class:`ExtractionFailure` when the text names another member than the one its JSON
+    value says, with no negation, hedge or unknown around it (a draft, an example, a correction):
+    one answer or none."""
+    members = [c for c in choices if isinstance(c, str)]
+    other = {m for start, end, m in mentions(text, members)
+             if fold(m) != (fold(said) if isinstance(said, str) else said) and doubt(text[:start], text[end:], text) is None}
+    if other:
+        raise ExtractionFailure(f"the output names {', '.join(map(repr, sorted(other)))} beside its answer {said!r}: "
+                                "answer once, with one value", "ambiguous")
+
+
 def _fold(value: Any) -> Any:
     return fold(value) if isinstance(value, str) else value
 
@@ -317,7 +350,7 @@ def _unfenced(text: str) -> str:
     return match.group(2) if match else text
 
 
-def _number(text: str, integer: bool, notes: list[dict[str, str]]) -> int | float:
+def _number(text: str, integer: bool, notes: list[dict[str, str]]) -> Any:
     """The one number the whole answer says (``_numbers``), or raise :class:`ExtractionFailure` with why not."""
     read = number(text, integer)
     if read is None:

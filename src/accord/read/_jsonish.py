@@ -53,6 +53,27 @@ def _json_escape(char: str) -> str:
     return json.dumps(char)[1:-1] if ord(char) < 0x10000 else json.dumps(char, ensure_ascii=True)[1:-1]
 
 
+class Written(float):
+    """A float that keeps the digits the text wrote (``str`` gives them back): what a schema that
+    holds a ``Decimal`` reads a JSON number as, so the Decimal is the number written, every digit
+    (pydantic builds a Decimal from ``str`` of a float; a float field takes it as the float it is)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> Written:
+        made = super().__new__(cls, text)
+        made.text = text
+        return made
+
+    def __str__(self) -> str:
+        return self.text
+
+
+EXACT = json.JSONDecoder(parse_float=Written)  # JSON read for a schema that holds a Decimal
+PLAIN = json.JSONDecoder()
+
+
 class NotJson(Exception):
     """The text is not JSON-like at this position."""
 
@@ -79,12 +100,14 @@ class Parsed(NamedTuple):
     closed: frozenset[Path]  # paths of objects the text ended inside (closed by the reader)
 
 
-def parse(text: str, start: int = 0) -> Parsed:
-    """Read one JSON-like value at ``start`` (leading space and comments skipped).
+def parse(text: str, start: int = 0, exact: bool = False) -> Parsed:
+    """Read one JSON-like value at ``start`` (leading space and comments skipped); ``exact``: a
+    number with a point or an exponent is a :class:`Written` float (its digits kept).
 
     Raises :class:`NotJson` when there is none, :class:`Cut` when it was cut off beyond repair.
     """
     reader = _Reader(text)
+    reader.real = Written if exact else float
     pos = reader.skip(start)
     value, pos, complete = reader.value(pos, (), 0, "top")
     if not complete:
@@ -94,6 +117,7 @@ def parse(text: str, start: int = 0) -> Parsed:
 
 class _Reader:
     def __init__(self, text: str) -> None:
+        self.real: type[float] = float
         self.text = text
         self.n = len(text)
         self.fixes: list[Fix] = []
@@ -326,7 +350,7 @@ class _Reader:
             self.fix(path, "number written loosely")
         if "." not in token and "e" not in token and "E" not in token:  # -?\d+
             return int(token), end, True
-        return float(token), end, True
+        return self.real(token), end, True
 
     def word(self, match: re.Match[str], path: Path, context: str) -> tuple[Any, int, bool]:
         word, end = match.group(0), match.end()

@@ -27,12 +27,14 @@ from typing import Any
 
 from pydantic_core import core_schema
 
+from ._coerce import _list_of
+from ._coercions import YES_NO, Refusal, bool_for_number, number_for_bool, spelled_list
 from ._numbers import number
 from ._plan import Plan, branches_of, plan_in, plans, types_of
-from ._words import Refusal, boolean, choice, fold, null_like
+from ._words import boolean, choice, fold, null_like
 
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
-_BOOLS = {"yes": True, "no": False, "true": True, "false": False, "y": True, "n": False}
+
 _DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
 
 TextNormalizer = Callable[[str], str]
@@ -108,7 +110,8 @@ _NO_SCHEMA: dict[str, Any] = {}
 _MAX_ROOTS = 256  # walkers kept, one per schema (the oldest dropped first)
 # What every walk returns as it is, whatever the node (only strings are read as numbers, members,
 # booleans or dates, and only floats as integers): not walked at all.
-_KEPT = frozenset({int, bool, type(None)})
+_NONE = type(None)
+_KEPT = frozenset({int, bool, _NONE})
 _WALKERS: dict[int, _Walker] = {}  # id(root) -> its walker without text normalizers (each holds its root)
 
 
@@ -131,9 +134,15 @@ class _Walker:
         if isinstance(data, dict):
             props, extra = found.props, found.extra
             walked: dict[str, Any] = {}
+            risky = found.risky or self.risky(found)
             for key, value in data.items():  # keys are the schema's: never rewritten
-                if type(value) in _KEPT:
-                    walked[key] = value
+                kind = type(value)
+                if kind in _KEPT:  # kept as it is, unless its node refuses or decides it (a bool for a number)
+                    if kind is _NONE or (key not in (risky[1] if kind is int else risky[0])
+                                         and (key in props or not (risky[3] if kind is int else risky[2]))):
+                        walked[key] = value
+                        continue
+                    walked[key] = self.walk(value, props.get(key, extra), depth + 1, (*path, key), said)
                     continue
                 child = props.get(key, extra)
                 if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
@@ -151,11 +160,23 @@ class _Walker:
         scalar = found.scalar
         if scalar is not None:
             if type(data) is not str:  # a number or a yes/no already (a float for an integer: made exact)
+                if scalar == "boolean":
+                    if isinstance(data, (int, float)) and type(data) is not bool:  # (a JSON number may be a float subclass)
+                        said.refuse(path, number_for_bool(data))
+                    return data
+                if type(data) is bool:
+                    said.refuse(path, bool_for_number(data))
+                    return data
                 return _integer(data) if scalar == "integer" else data
             if scalar == "boolean":
                 return _boolean(data, path, said)
             return _numeric(data, scalar == "integer", path, said)
         if isinstance(data, str):
+            if "array" in found.types:  # a list spelled in a string: the coercer reads it, or here it is refused with why
+                spelled = spelled_list(data, _list_of)
+                if isinstance(spelled, Refusal):
+                    said.refuse(path, spelled)
+                return _plain(data)
             if found.fmt is not None:
                 return _iso(_text(data), found.fmt)
             if self.text and found.free_text:
@@ -164,6 +185,17 @@ class _Walker:
                     out = fn(out)
                 return out
         return _plain(data)
+
+    def risky(self, found: Plan) -> tuple[frozenset[str], frozenset[str], bool, bool]:
+        """The properties of an object node whose bool (first) or int (second) value must be
+        walked, not kept, and whether a key the node does not name must be (its bool, its int):
+        once per node (``Plan.risky``)."""
+        def walks(node: Any) -> frozenset[type]:
+            return (self.table.get(id(node)) or plan_in(self.table, node, self.root)).walks if node is not None else frozenset()
+        props, other = found.props, walks(found.extra)
+        found.risky = (frozenset(k for k, v in props.items() if bool in walks(v)),
+                       frozenset(k for k, v in props.items() if int in walks(v)), bool in other, int in other)
+        return found.risky
 
     def text_only(self, node: Any) -> bool:
         """Whether a string under this node is normalized to ``_text`` of it, as :meth:`walk` would."""
@@ -180,6 +212,14 @@ class _Walker:
         if data is None:
             return None
         branches = branches_of(found, self.root)
+        if isinstance(data, (int, float)):
+            takes = set().union(*(types_of(b) for b in branches)) if branches else set()
+            if type(data) is bool and "boolean" not in takes and takes & {"integer", "number"}:
+                said.refuse(path, bool_for_number(data))
+                return data
+            if type(data) is not bool and "boolean" in takes and not takes & {"integer", "number"}:
+                said.refuse(path, number_for_bool(data))
+                return data
         if isinstance(data, str) and null_like(data) and _nullable_not_text(branches):
             said.note(path, f"{data!r} as null")
             return None
@@ -236,9 +276,19 @@ def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Sai
     then as ``_words.choice`` reads it (recorded in ``said``; a negated or hedged one refused)."""
     if any(data == m and type(data) is type(m) for m in members):
         return data
+    if type(data) is bool and said is not None and not any(type(m) is bool for m in members):
+        if any(type(m) in (int, float) for m in members):
+            said.refuse(path, bool_for_number(data))
+        return data
+    if isinstance(data, (int, float)) and said is not None and any(type(m) is bool for m in members):
+        if not any(type(m) in (int, float) for m in members):
+            said.refuse(path, number_for_bool(data))
+        return data
     if isinstance(data, str):
         folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
         if len(folded) == 1:
+            if said is not None and folded[0] != data.strip():  # a case fold too is recorded
+                said.note(path, f"{data!r} as the member {folded[0]!r}")
             return folded[0]
         numeric = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
         if numeric and _NUMERIC.fullmatch(data):
@@ -276,6 +326,8 @@ def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any
     readings refused)."""
     out = _integer(data) if integer else _number(data)
     if type(out) is not str:
+        if type(data) is str:
+            said.note(path, "numeric string as a number")
         return out
     read = number(out, integer, nested=True)
     if isinstance(read, Refusal):
@@ -291,8 +343,10 @@ def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any
 def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
     if not isinstance(data, str):
         return data
-    exact = _BOOLS.get(fold(data))
+    exact = YES_NO.get(fold(data))
     if exact is not None or said is None:
+        if exact is not None and said is not None:
+            said.note(path, f"{data!r} as {'true' if exact else 'false'}")
         return data if exact is None else exact
     read = boolean(data)
     if isinstance(read, Refusal):

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal, InvalidOperation
 
-from ._words import STRUCTURE, Refusal, _doubt, _quote, trim
+from ._coercions import Refusal, doubt, quote, rank
+from ._words import STRUCTURE, trim
 
 MAX_DIGITS = 4300  # Python's default limit on int <-> str conversion (sys.get_int_max_str_digits)
 _MAX_POWER = 308  # 10**308: about the largest float
@@ -56,83 +58,105 @@ _LEADS = "~≈<>≤≥±"
 _UNIT = re.compile(r"(.*\d)([A-Za-z]{1,12})")  # 5km, 3rd: a number and a unit written onto it
 _EQUATION = re.compile(r"[-+*/x×÷^().\d\s]+=\s*([-+]?\d+(?:\.\d+)?)")
 
-Read = tuple[int | float, str | None]
+Read = tuple[int | float | Decimal, str | None]
 
 
-def number(text: str, integer: bool, nested: bool = False) -> Read | Refusal | None:
+def number(text: str, integer: bool, nested: bool = False, exact: bool = False) -> Read | Refusal | None:
     """The one number the text says: ``(value, coercion)``, a :class:`Refusal`, or None (no number).
 
     ``integer``: the schema wants an integer (a fraction is refused, ``1,234`` is 1234).
     ``nested``: a string inside JSON-like data, read in prose only when it holds none of JSON's
-    brackets or quotes (``3{`` is a piece of broken structure, not prose)."""
+    brackets or quotes (``3{`` is a piece of broken structure, not prose). ``exact``: the schema
+    wants a ``Decimal``: the value is the Decimal of the digits written (``$1,234.50`` is
+    ``Decimal('1234.50')``), never a float that may have lost some of them."""
     if _PLAIN.fullmatch(text.strip()) and len(text.strip()) <= MAX_DIGITS:  # a number as written (``12.`` too): no coercion
-        found = _form(text.strip(), integer)
+        found = _form(text.strip(), integer, exact)
         if found is not None:
             return found
     bare = trim(text)
     if len(bare) > MAX_DIGITS:
         return Refusal(f"a number of {len(bare):,} characters is too long to read (at most {MAX_DIGITS:,})", "number_form")
-    found = _form(bare, integer)
+    found = _form(bare, integer, exact)
     if isinstance(found, tuple):
         value, how = found
         if how is None and bare == text.strip():
             return value, None
-        return value, f"{_quote(text)} as {value!r}" + (f": {how}" if how else "")
+        return value, f"{quote(text)} as {_shown(value)}" + (f": {how}" if how else "")
     if found is not None:
         return found
     if nested and STRUCTURE.search(text):
         return None
-    return _prose(text, integer)
+    return _prose(text, integer, exact)
 
 
-def _form(bare: str, integer: bool) -> Read | Refusal | None:
+def _shown(value: int | float | Decimal) -> str:
+    return str(value) if isinstance(value, Decimal) else repr(value)
+
+
+def _real(digits: str, exact: bool) -> float | Decimal:
+    """A number with a point or an exponent, as the schema keeps it: a float, or a Decimal of its digits."""
+    return Decimal(digits) if exact else float(digits)
+
+
+def _form(bare: str, integer: bool, exact: bool = False) -> Read | Refusal | None:
     """One number written in one form (the whole of ``bare``)."""
     if _PLAIN.fullmatch(bare):
         if _INTEGER.fullmatch(bare):
             return int(bare), None  # (at most MAX_DIGITS digits: checked before)
-        value = float(bare)
-        if not math.isfinite(value):
-            return Refusal(f"{_quote(bare)} is not a finite number (past a float's range)", "finite_number")
-        return (int(bare) if _INTEGER.fullmatch(bare) else value), None
+        value = _real(bare, exact)
+        if not math.isfinite(value) or (exact and abs(value.adjusted()) > _MAX_POWER):  # type: ignore[union-attr]
+            return Refusal(f"{quote(bare)} is not a finite number (past a float's range)", "finite_number")
+        return value, None
     if _GROUPED.fullmatch(bare):
         digits = bare.replace(",", "")
         if not integer and bare.count(",") == 1 and "." not in bare:
-            return Refusal(f"{_quote(bare)} may be {digits} or {bare.replace(',', '.')} (a decimal comma): "
+            return Refusal(f"{quote(bare)} may be {digits} or {bare.replace(',', '.')} (a decimal comma): "
                            "write the number without a comma", "number_form")
-        return (int(digits) if _INTEGER.fullmatch(digits) else float(digits)), "thousands separators"
+        return (int(digits) if _INTEGER.fullmatch(digits) else _real(digits, exact)), "thousands separators"
     if _COMMA.fullmatch(bare):
-        return Refusal(f"{_quote(bare)} has a decimal comma (or is a list): write one number with a decimal point",
+        return Refusal(f"{quote(bare)} has a decimal comma (or is a list): write one number with a decimal point",
                        "number_form")
     match = _FRACTION.fullmatch(bare)
     if match:
         top, bottom = int(match.group(1)), int(match.group(2))
         if integer:
-            return Refusal(f"{_quote(bare)} is a fraction, not an integer: write the integer", "number_form")
+            return Refusal(f"{quote(bare)} is a fraction, not an integer: write the integer", "number_form")
         if bottom == 0:
-            return Refusal(f"{_quote(bare)} divides by zero: write one number", "number_form")
+            return Refusal(f"{quote(bare)} divides by zero: write one number", "number_form")
+        if exact:
+            share = Decimal(top) / Decimal(bottom)
+            if share * bottom != top:
+                return Refusal(f"{quote(bare)} has no exact decimal: write the number", "number_form")
+            return share, "a fraction"
         return top / bottom, "a fraction"
     match = _SCIENTIFIC.fullmatch(bare) or _POWER.fullmatch(bare)
     if match:
-        return _power(bare, match, integer, scientific=match.re is _SCIENTIFIC)
+        return _power(bare, match, integer, scientific=match.re is _SCIENTIFIC, exact=exact)
     for pattern, what in ((_CURRENCY_BEFORE, "the currency dropped"), (_CURRENCY_AFTER, "the currency dropped"),
                           (_PERCENT, "the percent sign dropped")):
         match = pattern.fullmatch(bare)
         if match:
-            inner = _form(match.group(match.lastindex or 1).strip(), integer)
+            inner = _form(match.group(match.lastindex or 1).strip(), integer, exact)
             if isinstance(inner, tuple):
                 sign = -1 if pattern is _CURRENCY_BEFORE and match.group(1) == "-" else 1
                 return sign * inner[0], what if inner[1] is None else f"{inner[1]}, {what}"
             return inner
     if _RANGE.fullmatch(bare):
-        return Refusal(f"{_quote(bare)} is a range, not one number: write one number", "range")
+        return Refusal(f"{quote(bare)} is a range, not one number: write one number", "range")
     return None
 
 
-def _power(bare: str, match: re.Match[str], integer: bool, scientific: bool) -> Read | Refusal:
+def _power(bare: str, match: re.Match[str], integer: bool, scientific: bool, exact: bool = False) -> Read | Refusal:
     base_text, exponent = match.group(1), int(match.group(2))
     base = 10 if scientific else float(base_text)
     if abs(exponent) > _MAX_POWER or (base and math.log10(abs(base)) * exponent > _MAX_POWER):
-        return Refusal(f"{_quote(bare)} is too large a power to read: write the number", "number_form")
+        return Refusal(f"{quote(bare)} is too large a power to read: write the number", "number_form")
+    if exact and (scientific or exponent >= 0):
+        try:
+            worth = Decimal(base_text).scaleb(exponent) if scientific else Decimal(base_text) ** exponent
+        except InvalidOperation:
+            return Refusal(f"{quote(bare)} is too large a power to read: write the number", "number_form")
+        return (int(worth) if integer and worth == worth.to_integral_value() else worth), "a power"
     if scientific:
         value: int | float = float(base_text) * 10.0**exponent
     elif _INTEGER.fullmatch(base_text) and exponent >= 0:
@@ -159,30 +183,49 @@ def _chunks(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def _prose(text: str, integer: bool) -> Read | Refusal | None:
-    """The one number in prose (``The answer is 42.``), or why there is none to read."""
+def _prose(text: str, integer: bool, exact: bool = False) -> Read | Refusal | None:
+    """The one number in prose (``The answer is 42.``), or why there is none to read: a range,
+    several numbers of different values, an estimate or a bound, a rank or an ordinal (``2nd
+    highest``), a negation, an unknown or a hedge around it. (A text with no digit says no number:
+    None, whatever else it says.)"""
     chunks = _chunks(text)
     if not chunks:
         return None
     equation = _EQUATION.fullmatch(trim(text))
     if equation:
-        value = _form(equation.group(1), integer)
+        value = _form(equation.group(1), integer, exact)
         if isinstance(value, tuple):
-            return value[0], f"{_quote(text)} as {value[0]!r}: the result of the equation"
+            return value[0], f"{quote(text)} as {_shown(value[0])}: the result of the equation"
     if _RANGE.search(text):
-        return Refusal(f"{_quote(text)} gives a range, not one number: write one number", "range")
-    if len({inner for inner, _, _ in chunks}) > 1:
-        return Refusal(f"{_quote(text)} holds several numbers: write the one number meant", "several")
+        return Refusal(f"{quote(text)} gives a range, not one number: write one number", "range")
+    if len({inner for inner, _, _ in chunks}) > 1 and not _agree(chunks, integer, exact):
+        return Refusal(f"{quote(text)} holds several numbers: write the one number meant", "several")
+    for inner, start, end in chunks:
+        why = rank(text[:start], inner, text[end:], text)
+        if why is not None:
+            return why
     inner, start, end = chunks[0]
     if _APPROX.search(text[:start]) or inner.endswith("+") or _BOUND_AFTER.match(text, end):
-        return Refusal(f"{_quote(text)} is an estimate or a bound, not one number: write the number", "estimate")
-    doubt = _doubt(text[:start], text[end:], text)
-    if doubt is not None:
-        return doubt
-    found = _form(inner, integer)
+        return Refusal(f"{quote(text)} is an estimate or a bound, not one number: write the number", "estimate")
+    why = doubt(text[:start], text[end:], text)
+    if why is not None:
+        return why
+    found = _inner(inner, integer, exact)
+    if isinstance(found, tuple):
+        return found[0], f"{quote(text)} as {_shown(found[0])}: the number in the text" + (f", {found[1]}" if found[1] else "")
+    return found
+
+
+def _inner(inner: str, integer: bool, exact: bool) -> Read | Refusal | None:
+    """A word of prose that holds a digit, as one number (with a unit written onto it: ``5km``)."""
+    found = _form(inner, integer, exact)
     if found is None:
         unit = _UNIT.fullmatch(inner)
-        found = _form(unit.group(1), integer) if unit else None
-    if isinstance(found, tuple):
-        return found[0], f"{_quote(text)} as {found[0]!r}: the number in the text" + (f", {found[1]}" if found[1] else "")
+        found = _form(unit.group(1), integer, exact) if unit else None
     return found
+
+
+def _agree(chunks: list[tuple[str, int, int]], integer: bool, exact: bool) -> bool:
+    """Whether several numbers written in prose all say one value (``$1,234.50, that is 1234.5``)."""
+    values = [_inner(inner, integer, exact) for inner, _, _ in chunks]
+    return all(isinstance(v, tuple) for v in values) and len({v[0] for v in values if isinstance(v, tuple)}) == 1

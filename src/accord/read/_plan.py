@@ -53,8 +53,8 @@ class Plan:
     inspect the schema's dicts again at every value they visit."""
 
     __slots__ = ("all_of", "as_is", "branches", "empty", "extra", "fmt", "folded_keys", "free_text", "items", "leaves", "members", "node", "prefix",
-                 "props", "raw", "required", "resolved_branches", "scalar", "shape_types", "takes_null", "text_only",
-                 "types")
+                 "props", "raw", "required", "resolved_branches", "risky", "scalar", "shape_types", "takes_null",
+                 "text_only", "types", "walks")
 
     def __init__(self, raw: dict[str, Any], node: Any = None) -> None:
         self.raw = raw
@@ -102,6 +102,15 @@ class Plan:
             if branches is None and self.all_of is None and self.members is None and self.shape_types and kinds & self.shape_types
             and (kind is not type(None) or "null" in self.shape_types)
         ) if raw else frozenset(_SCALAR_KINDS)
+        # The scalar types normalize must look at here rather than keep (a bool where a number
+        # belongs, a number where a bool belongs: refused; a union or a member decides by its branches).
+        self.walks: frozenset[type] = (
+            frozenset({bool, int}) if branches is not None or self.members is not None or self.all_of is not None
+            else frozenset({bool}) if self.scalar in ("integer", "number")
+            else frozenset({int}) if self.scalar == "boolean"
+            else frozenset()
+        )
+        self.risky: tuple[frozenset[str], frozenset[str], bool, bool] | None = None  # (normalize fills it)
         self.resolved_branches: list[dict[str, Any]] | None = None
         self.leaves: list[tuple[Any, dict[str, Any]]] | None = None  # the union flattened (coerce)
         self.folded_keys: dict[str, list[str]] | None = None

@@ -4,28 +4,31 @@ First strictly: the value as written (``_extract``). If that gives no valid valu
 :class:`~accord.Extract` policy allows, leniently and by the schema: every candidate value in the
 text (``_candidates``: fenced blocks, JSON-like spans repaired by ``_jsonish``, ``key: value``
 blocks, and a bare answer to a one-field object), each bent toward the schema (``_coerce``) and
-validated; the valid one with the fewest and smallest repairs wins, the earliest on a tie. What
-was done is kept on the Reading (``coercions``), so every ballot says it. A candidate that is
-the schema echoed back is never a value.
+validated. Candidates that are one value are one answer, read with the fewest and smallest
+repairs (the earliest on a tie); different values are refused unless one is marked as the final
+answer (``_answers``: one answer or none, for the strict reading too). What was done is kept on the
+Reading (``coercions``), so every ballot says it. A candidate that is the schema echoed back is
+never a value.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..schema._schema import Schema
-from ._bare import IMPLIED, implied
-from ._candidates import FLOORS, MAX_LENIENT_CHARS, Candidate, iter_candidates
+from ._answers import Found, Tally, alone, fields_of, one_answer
+from ._bare import IMPLIED, implied, one_number
+from ._candidates import MAX_LENIENT_CHARS, Candidate, iter_candidates
 from ._canonical import DEFAULT_FLOAT_DIGITS, NotUnicode, canonical_form, canonical_key
 from ._coerce import Coercion, coerce
 from ._deadline import Interrupt, TimeUp, settle, within
 from ._echo import ECHO, echoed, may_echo
+from ._exact import decimals, exact_form, has_decimals
 from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
-from ._jsonish import Fix
+from ._jsonish import EXACT, PLAIN, Fix
 from ._normalize import Said, normalize
 from ._plan import types_of
 from ._validate import ValidationFailure, validate
@@ -36,9 +39,6 @@ STRICT = Extract(strict=True)
 LENIENT = Extract()
 _FIX_COSTS = {"closed a cut-off object": 3, "dropped a member cut off": 3, "key-value lines as an object": 2,
               "unescaped quote in a string": 2, "unquoted string": 2, IMPLIED: 4}
-# Text that may hold an echoed schema: any type name at all (for text read leniently).
-_ANY_HINT = re.compile("|".join(map(re.escape, ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double",
-                                                  "bool", "date", "yyyy"))))
 _NOTHING = ({"loc": (), "msg": "no JSON value found in the output", "type": "extract"},)
 
 
@@ -99,7 +99,7 @@ def read(
     text: str,
     schema: Schema[Any],
     normalizers: Sequence[Callable[[str], str]] = (),
-    float_digits: int = DEFAULT_FLOAT_DIGITS,
+    float_digits: int | None = DEFAULT_FLOAT_DIGITS,
     policy: Extract = LENIENT,
     *,
     seconds: float | None = None,
@@ -129,47 +129,53 @@ def read(
         return Misreading("validate", ({"loc": (), "msg": f"{type(exc).__name__}: {exc}"[:200], "type": "error"},))
 
 
-def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+def _read(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
           policy: Extract) -> Reading | Misreading:
-    json_shape, root_types = _shape(schema)
+    json_shape, root_types, fields, exact, numeric = _shape(schema)
     if policy.strict or not json_shape or not isinstance(text, str) or len(text) > MAX_LENIENT_CHARS:
-        return _strict(text, schema, normalizers, float_digits)
+        return _strict(text, schema, normalizers, float_digits, json_shape, fields=fields)
     tried: tuple[Any, Reading | Misreading] | None = None
     misses: set[int] = set()  # where the strict reading found no JSON: the lenient one does not decode there again
     known: dict[int, tuple[Any, int]] = {}  # and what it decoded, by where
+    where: list[int] = []
     try:
-        raw = first_json(text, misses, known)  # the value as written first (what ``extract`` does for a JSON shape)
+        raw = first_json(text, misses, known, where, EXACT if exact else PLAIN)  # the value as written first (what ``extract`` does for a JSON shape)
     except ExtractionFailure as failure:  # nested too deeply
         return Misreading("extract", tuple(failure.errors))
     raw = text.strip() if raw is NOTHING and text.strip() and scalar_union(schema) else raw  # read as a field reads it
     if raw is not NOTHING and _fits_root(raw, root_types):
-        reading = _settle(raw, schema, normalizers, float_digits)
+        reading = _settle(raw, schema, normalizers, float_digits, exact=exact)
         tried = (raw, reading)
-        if isinstance(reading, Reading) and not (may_echo(raw) and echoed(raw, schema)):
-            return reading
+        if (isinstance(reading, Reading) and not (may_echo(raw) and echoed(raw, schema))
+                and (not where or alone(text, where, fields, numeric))):
+            return reading  # one value, and nothing else in the text may be another
     found = _lenient(text, schema, normalizers, float_digits, tried, misses=misses, known=known)
     if found is None and tried is not None and isinstance(tried[1], Misreading):
         return tried[1]  # the value as written, and why it is none (a bare text under a union of scalars)
     return found if found is not None else Misreading("extract", _NOTHING)
 
 
-_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str]]] = {}  # id(schema) -> (schema, json?, types)
+# id(schema) -> (schema, json?, types, fields, decimals?, an object of one numeric field?)
+_SHAPES: dict[int, tuple[Schema[Any], bool, frozenset[str], frozenset[str] | None, bool, bool]] = {}
 _MAX_SHAPES = 256
 
 
-def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str]]:
-    """Whether the schema reads as JSON, and its top-level types (empty: any), once per schema.
+def _shape(schema: Schema[Any]) -> tuple[bool, frozenset[str], frozenset[str] | None, bool, bool]:
+    """Whether the schema reads as JSON, its top-level types (empty: any), its fields as
+    ``_answers`` compares them, whether it holds a Decimal (``_exact``) and whether it is an object
+    of one numeric field (``_bare.one_number``), once per schema.
 
     Keyed by identity (a plain dict costs less than a WeakKeyDictionary on every read): each entry
     holds its schema, so no id is reused while it lives; bounded, the oldest dropped first."""
     known = _SHAPES.get(id(schema))
     if known is None or known[0] is not schema:
         root = schema.json_schema or {}
-        types = types_of(root) or ({"object"} if "properties" in root else set())
+        types = frozenset(types_of(root) or ({"object"} if "properties" in root else set()))
         if len(_SHAPES) >= _MAX_SHAPES:
             del _SHAPES[next(iter(_SHAPES))]
-        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", frozenset(types))
-    return known[1], known[2]
+        known = _SHAPES[id(schema)] = (schema, shape_of(schema) == "json", types, fields_of(root, types), has_decimals(schema),
+                                       one_number(schema))
+    return known[1], known[2], known[3], known[4], known[5]
 
 
 def _fits_root(data: Any, types: frozenset[str]) -> bool:
@@ -180,50 +186,78 @@ def _fits_root(data: Any, types: frozenset[str]) -> bool:
     return kind is None or kind in types
 
 
-def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int) -> Reading | Misreading:
-    """The value as written (``_extract``), with no repair."""
+def _strict(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
+            json_shape: bool = False, *, fields: frozenset[str] | None = None) -> Reading | Misreading:
+    """The value as written (``_extract``), with no repair; of JSON values as written, one answer or none."""
     notes: list[dict[str, str]] = []
+    where: list[int] = []
     try:
-        raw = extract(text, schema, notes=notes)
+        raw = extract(text, schema, notes=notes, where=where if json_shape else None)
     except ExtractionFailure as failure:
         return Misreading("extract", tuple(failure.errors))
-    reading = _settle(raw, schema, normalizers, float_digits, tuple(notes))
+    reading = _settle(raw, schema, normalizers, float_digits, tuple(notes), exact=has_decimals(schema))
     if isinstance(reading, Reading) and may_echo(raw) and echoed(raw, schema):
         return _echo()
+    if isinstance(reading, Reading) and where and not alone(text, where, fields):
+        found = [Found(0, reading.value, reading.coercions, False, (where[0], where[1]), raw)]
+        for candidate in iter_candidates(text, exact=has_decimals(schema)):
+            if candidate.fixes or candidate.origin not in ("fenced", "json") or candidate.data is raw:
+                continue
+            checked = _check(candidate.data, schema, normalizers)
+            if not isinstance(checked, Misreading) and not (may_echo(candidate.data) and echoed(candidate.data, schema)):
+                found.append(Found(0, checked[0], checked[1], False, candidate.span, candidate.data))
+        return _decide(text, found, fields, schema, float_digits)
     return reading
 
 
-def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
-            coercions: tuple[dict[str, str], ...] = ()) -> Reading | Misreading:
+def _decide(text: str, found: list[Found], fields: frozenset[str] | None, schema: Schema[Any],
+            float_digits: int | None) -> Reading | Misreading:
+    """One answer among the valid candidates, or the Misreading of an ambiguous text (``_answers``)."""
+    exact = has_decimals(schema)
+    decided = one_answer(text, found, fields, lambda f: _finish(f.value, schema, float_digits, f.coercions, f.open_end, exact=exact),
+                         lambda r: r.key if isinstance(r, Reading) else None)
+    if isinstance(decided, tuple):
+        return Misreading("extract", ({"loc": (), "msg": decided[1], "type": decided[0]},))
+    return decided  # type: ignore[no-any-return]
+
+
+def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
+            coercions: tuple[dict[str, str], ...] = (), *, exact: bool = False) -> Reading | Misreading:
     """normalize -> validate -> canonicalize of extracted data."""
     checked = _check(data, schema, normalizers)
     if isinstance(checked, Misreading):
         return checked
-    return _finish(checked[0], schema, float_digits, coercions + checked[1])
+    return _finish(checked[0], schema, float_digits, coercions + checked[1], exact=exact)
 
 
 def _check(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]]) -> tuple[Any, tuple[dict[str, str], ...]] | Misreading:
     """normalize -> validate: ``(value, what normalizing took)``, or a Misreading (where a text
-    was refused, as a negation or a number of two readings, its reason in place of the validator's)."""
+    was refused, as a negation or a number of two readings, its reason in place of the validator's;
+    a refusal is a Misreading even where the validator would take the data: ``true`` for a number)."""
     said = Said()
     normalized = normalize(data, schema.json_schema, normalizers, said)
     try:
         value, used = validate(normalized, data, schema)
     except ValidationFailure as failure:
+        exact = decimals(normalized, failure, schema, said) if not said.refusals else None
+        if exact is not None:
+            return exact
         if not said.refusals:
             return Misreading("validate", failure)
         refused = {tuple(path) for path, _ in said.refusals}
         errors = [refusal.error(tuple(path)) for path, refusal in said.refusals]
         errors += [e for e in failure.errors if not any(tuple(e.get("loc", ()))[: len(p)] == p for p in refused)]
         return Misreading("validate", tuple(errors))
+    if said.refusals:
+        return Misreading("validate", tuple(refusal.error(tuple(path)) for path, refusal in said.refusals))
     return value, tuple(said.notes) if used is normalized else ()
 
 
-def _finish(value: Any, schema: Schema[Any], float_digits: int, coercions: tuple[dict[str, str], ...],
-            open_ended: bool = False) -> Reading | Misreading:
-    """canonicalize a validated value into its Reading."""
+def _finish(value: Any, schema: Schema[Any], float_digits: int | None, coercions: tuple[dict[str, str], ...],
+            open_ended: bool = False, *, exact: bool = False) -> Reading | Misreading:
+    """canonicalize a validated value into its Reading (``exact``: the schema holds a Decimal)."""
     dumped = schema.dump(value)
-    form = canonical_form(dumped, schema.json_schema, float_digits)
+    form = canonical_form(exact_form(schema, value, dumped) if exact else dumped, schema.json_schema, float_digits)
     try:
         key = canonical_key(form, strict=True)
     except NotUnicode:  # "\ud800" is no text: it could be neither stored nor sent on
@@ -237,29 +271,37 @@ def _echo() -> Misreading:
     return Misreading("extract", ({"loc": (), "msg": ECHO, "type": "schema_echo"},))
 
 
-def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int,
+def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
              tried: tuple[Any, Reading | Misreading] | None = None, *, misses: Collection[int] = (),
              known: dict[int, tuple[Any, int]] | None = None) -> Reading | Misreading | None:
-    """The best valid candidate; else the most telling failure (an echo, or the fewest errors).
+    """The one valid answer among the candidates (``_answers``: several different ones are
+    refused); else the most telling failure (an echo, or the fewest errors).
 
-    A candidate that is JSON as written and valid as it is wins at once (the strict reading:
-    clean JSON costs what it did before any repair existed). ``misses``: where the strict
-    reading found no JSON value."""
-    tally = hinted = _Tally(text)
+    While the best candidate so far is :func:`~._answers.alone` in the text, the search stops as
+    soon as nothing left could cost less (a candidate that is JSON as written and valid as it is
+    ends it at once: clean JSON costs what it did before any repair existed). ``misses``: where
+    the strict reading found no JSON value."""
+    _, _, fields, exact, _ = _shape(schema)
+    tally = hinted = Tally(text, fields, schema)
     deferred = []
-    for candidate in _found(text, schema, misses, tally.enough, known):
-        if tally.best is not None and tally.best[0] <= FLOORS[candidate.origin]:
-            break  # nothing from here on can cost less than the best so far
+    for candidate in _found(text, schema, misses, tally.enough, known, exact=exact):
+        if tally.enough(candidate.origin):
+            break  # nothing from here on can cost less than the best so far, and nothing else may be a value
         if not candidate.fixes:  # JSON as written: valid as it is, it takes no coercion and nothing beats it
-            # (the strict reading already found this very value invalid: not validated twice)
-            same = tried is not None and isinstance(tried[1], Misreading) and (candidate.data is tried[0] or candidate.data == tried[0])
-            checked = tried[1] if same and tried is not None and isinstance(tried[1], Misreading) else _check(candidate.data, schema, normalizers)
+            # (the strict reading already read this very value: not validated twice)
+            same = tried is not None and (candidate.data is tried[0] or candidate.data == tried[0])
+            checked: Any = tried[1] if same and tried is not None else _check(candidate.data, schema, normalizers)
+            if isinstance(checked, Reading):
+                checked = (checked.value, checked.coercions)
             if not isinstance(checked, Misreading) and not (may_echo(candidate.data) and echoed(candidate.data, schema)):
-                return _finish(checked[0], schema, float_digits, checked[1])
+                tally.take(Found(0, checked[0], checked[1], candidate.open_end, candidate.span, candidate.data))
+                if tally.enough("fenced"):
+                    break
+                continue
         fixed = 0
         for f in candidate.fixes:
             fixed += _FIX_COSTS.get(f.kind, 1)
-        if candidate.fixes and (tally.best is None or fixed < tally.best[0]):
+        if candidate.fixes and (tally.best is None or fixed < tally.best.cost or not tally.alone()):
             # The data as read is tried first: a value valid as it is is never coerced (a key
             # "start " stays), and needs no coercer's walk. (A data the coercer would have to
             # change for its types, a scalar where a list belongs, is invalid as it stands unless
@@ -284,72 +326,29 @@ def _lenient(text: str, schema: Schema[Any], normalizers: Sequence[Callable[[str
                 continue
         cost = fixed + sum(c.cost for c in coercions)
         if not tally.beaten_by(cost):
-            continue  # cannot win: an earlier candidate is at least as good
+            continue  # cannot win: an earlier candidate is at least as good, and it is alone
         if misfits:
             # Validation may still accept it (a format or pattern the coercer does not model),
             # but a candidate that fits the schema's types is tried first.
             deferred.append((candidate, data, coercions, cost))
             continue
         tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
-    if tally.best is None:
-        for candidate, data, coercions, cost in deferred:
-            if tally.beaten_by(cost):
-                tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
-    if tally.best is not None:
-        return _finish(tally.best[1], schema, float_digits, tally.best[2], open_ended=tally.best[3])
+    for candidate, data, coercions, cost in deferred:
+        if tally.beaten_by(cost):
+            tally.take(_try(candidate, data, coercions, cost, schema=schema, normalizers=normalizers, hinted=hinted))
+    if tally.found:
+        return _decide(text, tally.found, fields, schema, float_digits)
     if tally.echo:
         return _echo()
-    return tally.failure
+    failure: Misreading | None = tally.failure
+    return failure
 
 
-_Found = tuple[int, Any, tuple[dict[str, str], ...], bool]  # (cost, value, coercions, open-ended)
-
-
-class _Tally:
-    """The candidates tried so far: the best valid one, whether one was an echo, the most telling
-    failure; and, called, whether the text names any type at all (so it may hold an echoed
-    schema), looked for once and only when asked."""
-
-    __slots__ = ("best", "echo", "failure", "hint", "text")
-
-    def __init__(self, text: str) -> None:
-        self.best: _Found | None = None
-        self.echo = False
-        self.failure: Misreading | None = None
-        self.text = text
-        self.hint: bool | None = None
-
-    def __call__(self) -> bool:
-        if self.hint is None:
-            self.hint = _ANY_HINT.search(self.text.lower()) is not None
-        return self.hint
-
-    def enough(self, origin: str) -> bool:
-        """Whether no candidate of this origin could beat the best so far (its least cost is no less)."""
-        return self.best is not None and self.best[0] <= FLOORS[origin]
-
-    def beaten_by(self, cost: int) -> bool:
-        """Whether a candidate of this cost could beat the best so far."""
-        return self.best is None or cost < self.best[0]
-
-    def take(self, found: _Found | Misreading | str) -> None:
-        if isinstance(found, tuple):
-            self.best = found
-        elif isinstance(found, Misreading):
-            self.fail(found)
-        elif found == "echo":
-            self.echo = True
-
-    def fail(self, found: Misreading) -> None:
-        if self.failure is None or found.count < self.failure.count:
-            self.failure = found
-
-
-def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
-           enough: Callable[[str], bool] | None = None, known: dict[int, tuple[Any, int]] | None = None) -> Iterator[Candidate]:
+def _found(text: str, schema: Schema[Any], misses: Collection[int] = (), enough: Callable[[str], bool] | None = None,
+           known: dict[int, tuple[Any, int]] | None = None, *, exact: bool = False) -> Iterator[Candidate]:
     """Every candidate in the text, then the bare answer to a one-field object; ``enough(origin)``
-    stops the search before the candidates of an origin that could not win (see :class:`_Tally`)."""
-    yield from iter_candidates(text, misses, enough, known)
+    stops the search before the candidates of an origin that could not win (see :class:`Tally`)."""
+    yield from iter_candidates(text, misses, enough, known, exact)
     if enough is not None and enough("implied"):
         return
     bare = implied(text, schema)
@@ -358,14 +357,14 @@ def _found(text: str, schema: Schema[Any], misses: Collection[int] = (),
 
 
 def _try(candidate: Candidate, data: Any, coercions: list[Coercion], cost: int, *, schema: Schema[Any],
-         normalizers: Sequence[Callable[[str], str]], hinted: _Tally) -> _Found | Misreading | str:
-    """One coerced candidate validated: ``(cost, value, coercions)``, its Misreading, or "echo"."""
+         normalizers: Sequence[Callable[[str], str]], hinted: Tally) -> Found | Misreading | str:
+    """One coerced candidate validated: its :class:`~._answers.Found`, its Misreading, or "echo"."""
     checked = _check(data, schema, normalizers)
     if may_echo(candidate.data) and hinted() and echoed(candidate.data, schema):
         return "echo"  # an echo is never a value, valid or not
     if isinstance(checked, Misreading):
         return checked
-    return cost, checked[0], _said(candidate.fixes, coercions) + checked[1], candidate.open_end
+    return Found(cost, checked[0], _said(candidate.fixes, coercions) + checked[1], candidate.open_end, candidate.span, candidate.data)
 
 
 def _said(fixes: tuple[Fix, ...], coercions: list[Coercion]) -> tuple[dict[str, str], ...]:

@@ -17,34 +17,35 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
-NEGATORS = frozenset({"not", "no", "never", "neither", "nor", "none", "hardly", "barely", "without", "cannot", "nothing"})
-HEDGES = frozenset({"maybe", "perhaps", "possibly", "probably", "likely", "unlikely", "arguably", "unclear", "unsure",
-                    "uncertain", "somewhat", "partly", "partially", "sometimes", "either", "or", "guess", "depends", "might"})
-_YES = frozenset({"yes", "true", "y"})
-_NO_WORDS = frozenset({"no", "false", "n"})
-_BOOLS = {"yes": True, "true": True, "y": True, "no": False, "false": False, "n": False}
+from ._coercions import (
+    HEDGES,
+    NEGATORS,
+    NULL_LIKES,
+    YES_NO,
+    Refusal,
+    doubt,
+    hedged,
+    negator,
+    quote,
+    sentence_around,
+    unknown,
+    words,
+    yes_no,
+)
+
+__all__ = ["HEDGES", "NEGATORS", "STRUCTURE", "Refusal", "boolean", "choice", "fold", "mentions", "null_like", "trim"]
+
+_YES = frozenset(w for w, v in YES_NO.items() if v)
+_NO_WORDS = frozenset(w for w, v in YES_NO.items() if not v)
 _SAID = frozenset({"yes", "true", "no", "false"})
-_NULLS = frozenset({"", "null", "none", "nil", "n/a", "na", "n.a.", "-", "—"})
-_WORDS = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
-_CLAUSE = re.compile(r"[.;:!?,()\n]|\s[-–—]\s")
 _EMPHASIS = "*_`"
 STRUCTURE = re.compile(r'[{}\[\]"]')  # what prose inside a JSON string never holds: a piece of broken structure
 _QUOTES = "\"'“”‘’"
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A text that names no single value: ``msg`` says why (the retry's feedback), ``kind`` names
-    the class ("negated", "hedged", "several", "number_form", ...)."""
-
-    msg: str
-    kind: str
-
-    def error(self, loc: tuple[Any, ...] = ()) -> dict[str, Any]:
-        return {"loc": loc, "msg": self.msg, "type": self.kind}
+# A yes/no word where an answer starts: the text's start, after a sentence's end, a colon, an equals
+# sign or a bracket (quotes and emphasis between): "No. ...", "Correction: yes", '{"answer": true}'.
+_OPENING = re.compile(r"(?:\A|[.!?;:=\n(\[{])[\s\"'*_`]*(yes|no|true|false)\b", re.I)
 
 
 def fold(value: str) -> str:
@@ -67,102 +68,102 @@ def trim(text: str) -> str:
     return out
 
 
-def _negator(word: str) -> bool:
-    return word in NEGATORS or word.endswith(("n't", "n’t"))
-
-
-def _words(text: str) -> list[str]:
-    return [w.casefold() for w in _WORDS.findall(text)]
-
-
-def _doubt(before: str, after: str, text: str) -> Refusal | None:
-    """Why the words around a named value make it no answer: a negation or a hedge in its clause
-    (before it, or within three words after it), or a question mark."""
-    head = _words(_CLAUSE.split(before)[-1])
-    tail = _words(_CLAUSE.split(after)[0])[:3]
-    if any(_negator(w) for w in head) or any(_negator(w) for w in tail):
-        return Refusal(f"{_quote(text)} negates its answer: say the one value meant", "negated")
-    if any(w in HEDGES for w in head) or any(w in HEDGES for w in tail) or "?" in text:
-        return Refusal(f"{_quote(text)} hedges its answer: say the one value meant", "hedged")
-    return None
-
-
-def _quote(text: str) -> str:
-    text = " ".join(text.split())
-    return repr(text if len(text) <= 60 else text[:57] + "...")
-
-
 def choice(text: str, members: list[Any] | tuple[Any, ...], nested: bool = False) -> tuple[Any, str | None] | Refusal | None:
     """The one string member the text names: ``(member, coercion)``, a :class:`Refusal`, or None.
 
-    The text as a member's word (up to case and space, then without what :func:`trim` strips);
-    else exactly one member named as a whole word in prose (``Positive: the parcel came``), with no
-    negation or hedge in its clause. Two members named, or none with a negation, are refused.
-    ``nested``: the text is a string inside JSON-like data, read in prose only when it holds none
-    of JSON's brackets or quotes (a piece of broken structure is not prose). Members joined by
-    ``|`` (a signature echoed) are refused."""
-    words = [m for m in members if isinstance(m, str)]
-    if not words:
+    The text as a member's word (up to case and space, recorded unless it is the member as
+    written, then without what :func:`trim` strips); else exactly one member named as a whole word
+    in prose (``Positive: the parcel came``), with no negation in its clause and no hedge or
+    unknown in its sentence (``_coercions.doubt``). Two members named, or none with a negation,
+    a hedge or an unknown, are refused. ``nested``: the text is a string inside JSON-like data,
+    read in prose only when it holds none of JSON's brackets or quotes (a piece of broken
+    structure is not prose). Members joined by ``|`` (a signature echoed) are refused."""
+    named_words = [m for m in members if isinstance(m, str)]
+    if not named_words:
         return None
     folded = fold(text)
-    for m in words:
+    for m in named_words:
         if fold(m) == folded:
-            return m, None
+            return m, None if text.strip() == m else f"{quote(text)} as the member {m!r}"
     bare = fold(trim(text))
-    exact = [m for m in words if fold(m) == bare]
+    exact = [m for m in named_words if fold(m) == bare]
     if len(exact) == 1:
-        return exact[0], f"{_quote(text)} as the member {exact[0]!r}"
+        return exact[0], f"{quote(text)} as the member {exact[0]!r}"
     if "|" in text:
-        return Refusal(f"{_quote(text)} lists the choices instead of choosing: answer with exactly one", "several")
+        return Refusal(f"{quote(text)} lists the choices instead of choosing: answer with exactly one", "several")
     if nested and STRUCTURE.search(text):
         return None
+    spans = mentions(text, named_words)
+    named = {m for _, _, m in spans}
+    if len(named) > 1:
+        return Refusal(f"{quote(text)} names more than one choice ({', '.join(map(repr, sorted(named)))}): "
+                       "answer with exactly one", "several")
+    if not named:
+        said = unknown(text)
+        if said is not None:
+            return said
+        said_words = words(text)
+        if any(negator(w) for w in said_words) or any(w in HEDGES for w in said_words):
+            return Refusal(f"{quote(text)} names none of the choices: answer with exactly one", "negated")
+        return None
+    for start, end, _ in spans:
+        why = doubt(text[:start], text[end:], text)
+        if why is not None:
+            return why
+    member = spans[0][2]
+    return member, f"{quote(text)} as the member {member!r}"
+
+
+def mentions(text: str, members: list[str]) -> list[tuple[int, int, str]]:
+    """Where each member is named in the text as a whole word (the longest member at a place)."""
     spans: list[tuple[int, int, str]] = []
-    for m in sorted(words, key=len, reverse=True):
+    for m in sorted(members, key=len, reverse=True):
         if not m.strip():
             continue
         for found in re.finditer(rf"(?<!\w){re.escape(m)}(?!\w)", text, re.I):
-            if not any(s < found.end() and found.start() < e for s, e, _ in spans):  # the longest member at a place
+            if not any(s < found.end() and found.start() < e for s, e, _ in spans):
                 spans.append((found.start(), found.end(), m))
-    named = {m for _, _, m in spans}
-    if len(named) > 1:
-        return Refusal(f"{_quote(text)} names more than one choice ({', '.join(map(repr, sorted(named)))}): "
-                       "answer with exactly one", "several")
-    if not named:
-        said = _words(text)
-        if any(_negator(w) for w in said) or any(w in HEDGES for w in said):
-            return Refusal(f"{_quote(text)} names none of the choices: answer with exactly one", "negated")
-        return None
-    for start, end, _ in spans:
-        doubt = _doubt(text[:start], text[end:], text)
-        if doubt is not None:
-            return doubt
-    member = spans[0][2]
-    return member, f"{_quote(text)} as the member {member!r}"
+    return spans
 
 
 def boolean(text: str) -> tuple[bool, str | None] | Refusal | None:
     """The yes/no the text opens with (in its first three words): ``(value, coercion)``, a
-    :class:`Refusal` (``not true``, ``maybe yes``, ``yes and no``, ``yes, it isn't``), or None."""
-    folded = fold(text)
-    if folded in _BOOLS:
-        return _BOOLS[folded], None
-    said = _words(text)
+    :class:`Refusal`, or None.
+
+    Refused: a number or on/off (``1``, ``off``); a text that says it does not know (``no idea``,
+    ``no way to tell``); a contradiction in the words after it (``yes and no``, ``yes, it isn't``);
+    a negation before it (``not true``); a hedge in its sentence (``yes, I think``, ``maybe yes``)
+    or a question mark; and another yes/no of the other value where an answer starts later in the
+    text (``Yes. Correction: no``). The coercion is None only for JSON's ``true`` and ``false``."""
+    alone = yes_no(text)
+    if isinstance(alone, Refusal):
+        return alone
+    if alone is not None:
+        return alone, None if text.strip() in ("true", "false") else f"{quote(text)} as {'true' if alone else 'false'}"
+    why = unknown(text)
+    if why is not None:
+        return why
+    said = words(text)
     at = next((i for i, w in enumerate(said[:3]) if w in _SAID), None)  # "y" and "n" only alone (not the n of N/A)
     if at is None:
         return None
     word = said[at]
-    value = _BOOLS[word]
+    value = YES_NO[word]
     head, tail = said[:at], said[at + 1 : at + 5]
     if any(w in (_NO_WORDS if value else _YES) for w in tail):
-        return Refusal(f"{_quote(text)} says both yes and no: answer one", "contradiction")
-    if any(_negator(w) for w in head) or (value and any(_negator(w) for w in tail)):
-        return Refusal(f"{_quote(text)} negates its answer: answer yes or no", "negated")
-    if any(w in HEDGES for w in head + tail) or "?" in text:
-        return Refusal(f"{_quote(text)} hedges its answer: answer yes or no", "hedged")
-    return value, f"{_quote(text)} as {'true' if value else 'false'}"
+        return Refusal(f"{quote(text)} says both yes and no: answer one", "contradiction")
+    if any(negator(w) for w in head) or (value and any(negator(w) for w in tail)):
+        return Refusal(f"{quote(text)} negates its answer: answer yes or no", "negated")
+    where = re.search(rf"(?<![^\W\d_]){word}(?![^\W\d_])", text, re.I)
+    around = said if where is None else sentence_around(text[: where.start()], text[where.end() :])
+    if hedged(around) or "?" in text:
+        return Refusal(f"{quote(text)} hedges its answer: answer yes or no", "hedged")
+    if any(YES_NO[m.group(1).casefold()] != value for m in _OPENING.finditer(text)):
+        return Refusal(f"{quote(text)} gives both yes and no as its answer: answer once", "several")
+    return value, f"{quote(text)} as {'true' if value else 'false'}"
 
 
 def null_like(text: str) -> bool:
     """Whether a string stands for no value where the schema takes null: ``""``, ``null``,
     ``None``, ``N/A``, ``nil``, ``-``."""
-    return fold(trim(text)) in _NULLS or fold(text) in _NULLS
+    return fold(trim(text)) in NULL_LIKES or fold(text) in NULL_LIKES

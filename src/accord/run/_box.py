@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..read._canonical import canonical_form, canonical_key
+from ..read._exact import exact_form
 from ..schema._schema import Schema, ValidationFailure
 from ..vote import _fieldwise as fieldwise
 from ..vote._decisive import Decisions
@@ -233,8 +234,8 @@ class Box:
             whole = self.decide_whole(tally)
             return whole or (Verdict("no quorum", None) if tally.hopeless else None)
         data = self.schema.dump(value)
-        full = canonical_form(data, self.schema.json_schema, self.vote.float_digits)
-        key = canonical_key(full) if self.decisions is None else self.decisions.key(full, "")
+        full = canonical_form(exact_form(self.schema, value, data), self.schema.json_schema, self.vote.float_digits)
+        key = canonical_key(full) if self.decisions is None else self.decisions.key(full, canonical_key(full))
         self.assembled = (key, value, data)
         return Verdict(assembly.reason, key)
 

@@ -165,7 +165,11 @@ class Vote:
     unbeatable, confident), False to always run k ballots, or any :class:`StopRule`.
     ``fieldwise``: vote each field path separately. ``tie_break``: picks among answers with equal
     votes. ``gate``: a :class:`~accord.MarginGate` that may accept the first ballot alone.
-    ``float_digits``: significant digits floats keep in the vote key. ``roles``: the role of
+    ``float_digits``: None (the default) keeps every digit of a number in the vote key, so
+    distinct amounts never merge; an int from 1 to 17 rounds floats to that many significant
+    digits first, so every two floats that round alike are one answer (``float_digits=9``
+    merges ``10000000.01``, ``10000000.02`` and ``10000000.04``): an opt-in for floats computed
+    with noise, never for amounts a model writes. ``roles``: the role of
     some fields, ``{path: "prose" | "decisive"}`` (paths like ``items[].note``), over the
     default rule (``schema/_roles``; docs/vote.md): only decisive fields are voted, prose is
     carried from a ballot that holds the winning decision.
@@ -177,7 +181,7 @@ class Vote:
     fieldwise: bool = False
     tie_break: TieBreak = field(default=smallest_key)
     gate: Any = None
-    float_digits: int = 9
+    float_digits: int | None = None
     roles: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -186,8 +190,9 @@ class Vote:
         needed = self.needed
         if not 1 <= needed <= self.k:
             raise ConfigError(f"Vote quorum must be between 1 and k={self.k}, got {self.quorum!r}")
-        if not isinstance(self.float_digits, int) or not 1 <= self.float_digits <= 17:
-            raise ConfigError(f"Vote(float_digits=...) must be an int from 1 to 17, got {self.float_digits!r}")
+        digits = self.float_digits
+        if digits is not None and (not isinstance(digits, int) or isinstance(digits, bool) or not 1 <= digits <= 17):
+            raise ConfigError(f"Vote(float_digits=...) must be None or an int from 1 to 17, got {digits!r}")
         if not isinstance(self.early_stop, (bool, StopRule)):
             raise ConfigError("Vote(early_stop=...) must be True, False or a stop rule")
 
