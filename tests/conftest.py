@@ -1,12 +1,14 @@
 """Shared fixtures, and the ``slow`` mark: ``pytest -m "not slow"`` is the fast inner loop.
 
 A test is slow when it uses the real model or a real server (the ``model``, ``server`` and
-``vllm`` marks, or the ``local_model`` / ``openai_server`` / ``vllm_server`` fixtures), builds the
-docs site (``docs_site``), or lives in a file that runs benchmarks, examples or the demo.
+``vllm`` marks, or the ``local_model`` / ``openai_server`` / ``vllm_server`` / ``vllm_free_server``
+fixtures), builds the docs site (``docs_site``), or lives in a file that runs benchmarks, examples
+or the demo.
 
-The vLLM server (``vllm_server``) starts lazily, the first time a test asks for it, so
-``-m "not slow"`` never starts it. Its tests are skipped only when ``ACCORD_SKIP_VLLM=1`` is set;
-otherwise a missing vLLM virtualenv or a server that fails to start fails them, with its log.
+The vLLM servers (``vllm_server``, compact JSON; ``vllm_free_server``, as a user starts it) start
+lazily, the first time a test asks for each, so ``-m "not slow"`` never starts them. Their tests
+are skipped only when ``ACCORD_SKIP_VLLM=1`` is set; otherwise a missing vLLM virtualenv or a
+server that fails to start fails them, with its log.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 
 SLOW_MARKS = ("model", "server", "vllm", "slow")
-SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "docs_site", "ray_cluster"}
+SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "vllm_free_server", "docs_site", "ray_cluster"}
 SKIP_VLLM = "ACCORD_SKIP_VLLM"  # the one way to skip the vLLM tests: set it to 1
 SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
@@ -87,6 +89,22 @@ def vllm_server() -> Iterator[Any]:
         finally:
             os.environ.pop("ACCORD_TEST_VLLM_URL", None)
             os.environ.pop("ACCORD_TEST_VLLM_MODEL", None)
+
+
+@pytest.fixture(scope="session")
+def vllm_free_server() -> Iterator[Any]:
+    """A second real vLLM, started as a user starts it: without the compact-JSON flag, so its JSON
+    grammar lets the model write whitespace between tokens (``servers.VllmServer(compact_json=False)``).
+
+    One per session, started on first use, only by the tests that compare the two layouts
+    (tests/test_vllm.py); skipped and failing as ``vllm_server`` is.
+    """
+    if os.environ.get(SKIP_VLLM) == "1":
+        pytest.skip(f"{SKIP_VLLM}=1: the vLLM tests are skipped")
+    from servers import model_folder, serve_vllm
+
+    with serve_vllm(model_folder(), compact_json=False) as server:
+        yield server
 
 
 @pytest.fixture(autouse=True)

@@ -146,15 +146,18 @@ def vllm_python() -> Path:
     return Path(os.environ.get(VLLM_PYTHON) or ROOT / ".venv-vllm" / "bin" / "python")
 
 
-#: Strict JSON written without whitespace (vLLM 0.32 ignores the per-request option): the format a
-#: local reference decodes too (docs/determinism.md, "A reference deployment over HTTP").
+#: Strict JSON written without whitespace (vLLM 0.32 ignores the per-request option). Without it
+#: (``compact_json=False``, as a user starts vLLM) the grammar lets the model write whitespace
+#: between tokens; a local reference decodes in whichever layout the server's answers show
+#: (docs/determinism.md, "A reference deployment over HTTP").
 COMPACT_JSON = ("--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}')
 
 
 class VllmServer:
     """One vLLM OpenAI-compatible server on a loopback port; :meth:`kill` and :meth:`restart` keep the URL.
 
-    ``compact_json`` (default True): strict JSON without free whitespace (:data:`COMPACT_JSON`).
+    ``compact_json`` (default True): strict JSON without free whitespace (:data:`COMPACT_JSON`);
+    False starts vLLM as a user does, its JSON grammar allowing whitespace between tokens.
     """
 
     def __init__(

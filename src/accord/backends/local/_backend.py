@@ -155,14 +155,16 @@ class TransformersBackend(Backend):
 
     # -- generation -------------------------------------------------------------------------------
 
-    def generate(self, request: Request, streamer: Any = None, *, compact: bool = False, engine: str | None = None) -> Completion:
+    def generate(self, request: Request, streamer: Any = None, *, whitespace: str | None = None, engine: str | None = None) -> Completion:
         """One call. A reference deployment decodes as the server it stands for does:
-        ``compact``, JSON without spaces after ``,`` and ``:`` (a server's strict JSON mode);
-        ``engine``, that grammar engine for this call (vLLM's xgrammar lets the model spell a
-        constant in any tokens; llguidance forces one spelling)."""
+        ``whitespace``, how that server writes JSON: "compact" (no whitespace between tokens,
+        vLLM's ``disable_any_whitespace``) or "free" (any, the model's choice: vLLM's default);
+        None, accord's own (one space after ``,`` and ``:``); ``engine``, that grammar engine
+        for this call (vLLM's xgrammar lets the model spell a constant in any tokens; llguidance
+        forces one spelling)."""
         start = time.perf_counter()
         with self._guard():
-            served = self.constrainer_for(engine).processor(request.schema, compact)
+            served = self.constrainer_for(engine).processor(request.schema, whitespace)
             return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
@@ -307,6 +309,11 @@ class TransformersBackend(Backend):
             text = prompt if isinstance(prompt, str) else "\n\n".join(str(m.get("content", "")) for m in messages)
             inputs = self.tokenizer(text, return_tensors="pt")
         return {k: v.to(self.model.device) for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        """How many tokens :meth:`encode` makes of the prompt (a server of these files counts the same)."""
+        with self._guard():
+            return int(self.encode(prompt)["input_ids"].shape[1])
 
     def generation_config(self, settings: Settings, max_new_tokens: int) -> Any:
         """Greedy (no filters at all) at ``temperature=0``; plain sampling, filters only if asked, above."""

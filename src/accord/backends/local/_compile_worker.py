@@ -47,10 +47,13 @@ def compile_outlines_core(vocabulary: Any, kind: str, text: str) -> Any:
 def compile_xgrammar(compiler: Any, kind: str, text: str) -> Any:
     if kind == "regex":
         return compiler.compile_regex(text)
-    if kind not in ("json", "json-compact"):
+    if kind == "json-free":  # a server's layouts ("json-free", "json-compact"), compiled as vLLM compiles them
+        return compiler.compile_json_schema(text, any_whitespace=True)
+    if kind == "json-compact":
+        return compiler.compile_json_schema(text, any_whitespace=False, separators=COMPACT)
+    if kind != "json":
         raise ValueError(f"xgrammar in accord does not take {kind} grammars")
-    separators = COMPACT if kind == "json-compact" else SEPARATORS
-    return compiler.compile_json_schema(text, any_whitespace=False, separators=separators, strict_mode=False)
+    return compiler.compile_json_schema(text, any_whitespace=False, separators=SEPARATORS, strict_mode=False)
 
 
 def xgrammar_compiler(tokenizer_info: Any) -> Any:

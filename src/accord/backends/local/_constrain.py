@@ -45,17 +45,24 @@ _REGEX_META = set("\\.+*?()|[]{}^$")
 
 @dataclass(frozen=True)
 class Spec:
-    """What an engine compiles: ``kind`` is "json" (a JSON Schema as text), "json-compact" (the
-    same, written without spaces after ``,`` and ``:``), "regex" or "lark"."""
+    """What an engine compiles: ``kind`` is "json" (a JSON Schema as text, written with one space
+    after ``,`` and ``:``), "json-compact" (the same, written without whitespace between tokens),
+    "json-free" (any whitespace between tokens, the model's choice), "regex" or "lark"."""
 
     kind: str
     text: str
 
 
+#: The JSON kinds by ``whitespace``: a server's layout a reference decodes in (None: accord's own).
+JSON_KINDS = {None: "json", "compact": "json-compact", "free": "json-free"}
+
+
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def spec_of(schema: Schema[Any], compact: bool = False) -> Spec:
+def spec_of(schema: Schema[Any], whitespace: str | None = None) -> Spec:
     """What the engines compile for a schema, made once per schema object (every generation asks);
-    ``compact``: JSON without spaces after ``,`` and ``:``."""
+    ``whitespace``: the JSON layout, "compact", "free" or None (see :data:`JSON_KINDS`)."""
+    if whitespace not in JSON_KINDS:
+        raise ConfigError(f'whitespace must be "compact", "free" or None, got {whitespace!r}')
     if schema.kind == "grammar":
         return Spec("lark", schema.source.lark)
     if schema.kind == "regex":
@@ -64,7 +71,7 @@ def spec_of(schema: Schema[Any], compact: bool = False) -> Spec:
         return Spec("regex", choice_regex(schema.choices or ()))
     if schema.kind == "scalar":
         return Spec("regex", choice_regex(("yes", "no")) if schema.source is bool else _SCALARS[schema.source])
-    return Spec("json-compact" if compact else "json", json.dumps(strict(schema.json_schema), ensure_ascii=False))
+    return Spec(JSON_KINDS[whitespace], json.dumps(strict(schema.json_schema), ensure_ascii=False))
 
 
 def choice_regex(choices: Sequence[Any]) -> str:
@@ -192,8 +199,8 @@ class Constrainer:
         self.compile_timeout = compile_timeout
         self.key = tokenizer_key(tokenizer, vocab_size)
 
-    def processor(self, schema: Schema[Any], compact: bool = False) -> Served:
-        spec = spec_of(schema, compact)
+    def processor(self, schema: Schema[Any], whitespace: str | None = None) -> Served:
+        spec = spec_of(schema, whitespace)
         passed_over: dict[str, str] = {}
         for name in self.chain:
             start = time.perf_counter()

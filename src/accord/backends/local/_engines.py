@@ -4,14 +4,16 @@ An engine object is built once per tokenizer (its vocabulary index: the costly p
 then compiles grammars and makes a fresh outlines logits processor for every generation:
 
     engine = ENGINES["llguidance"](hf_tokenizer, vocab_size)
-    compiled = engine.compile("json", schema_text)      # kind: "json" | "json-compact" | "regex" | "lark"
+    compiled = engine.compile("json", schema_text)      # kind: "json" | "json-compact" | "json-free" | "regex" | "lark"
     processor = engine.processor(compiled)              # for model.generate(logits_processor=...)
 
 llguidance compiles in-process under its own resource limits. outlines_core and xgrammar have
 none, so under a time limit they compile in a child process (:class:`Worker`) and hand back the
 result in the engine's own serialization. "json" writes one space after ``,`` and ``:``;
-"json-compact" none (how a server's strict JSON mode writes it: a reference deployment decodes
-in the serving deployment's format, docs/determinism.md).
+"json-compact" no whitespace between tokens and "json-free" any (how a server writes strict JSON
+with and without vLLM's ``disable_any_whitespace``: a reference deployment decodes in the serving
+deployment's format, docs/determinism.md; outlines_core writes every JSON compact and takes no
+"json-free").
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class CompileError(Exception):
 class Engine:
     name: ClassVar[str]
     package: ClassVar[str]
-    kinds: ClassVar[frozenset[str]] = frozenset({"json", "json-compact", "regex"})
+    kinds: ClassVar[frozenset[str]] = frozenset({"json", "json-compact", "json-free", "regex"})
     isolated: ClassVar[bool] = False  # compile in a child process when a time limit is set
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
@@ -77,7 +79,7 @@ class Engine:
 class LLGuidance(Engine):
     name = "llguidance"
     package = "llguidance"
-    kinds = frozenset({"json", "json-compact", "regex", "lark"})
+    kinds = frozenset({"json", "json-compact", "json-free", "regex", "lark"})
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
         import llguidance.hf
@@ -88,9 +90,9 @@ class LLGuidance(Engine):
     def compile(self, kind: str, text: str) -> Any:
         from llguidance import LLMatcher
 
-        if kind in ("json", "json-compact"):
+        if kind in ("json", "json-compact", "json-free"):
             separators = native.COMPACT if kind == "json-compact" else native.SEPARATORS
-            options: JsonCompileOptions = {"whitespace_flexible": False, "item_separator": separators[0],
+            options: JsonCompileOptions = {"whitespace_flexible": kind == "json-free", "item_separator": separators[0],
                                            "key_separator": separators[1]}
             grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
@@ -210,6 +212,7 @@ class XGrammar(Engine):
 class OutlinesCore(Engine):
     name = "outlines_core"
     package = "outlines_core"
+    kinds = frozenset({"json", "json-compact", "regex"})  # its JSON has no whitespace between tokens (JSON_WHITESPACE)
     isolated = True
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:

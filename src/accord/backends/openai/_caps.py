@@ -10,6 +10,14 @@ to an :class:`~accord.backends.openai._backend.OpenAIBackend` to keep it private
     Known.rejected          parameters the server refused (they are no longer sent)
     Known.response_format   None (unknown), "honoured", "ignored" or "rejected"
     Known.logprobs          None (unknown), "returned", "ignored" or "rejected"
+    Known.whitespace        how it writes strict JSON: None (no answer read yet), "compact" (no
+                            whitespace between JSON tokens in any answer read so far) or "free"
+                            (its grammar lets the model write whitespace there: final)
+
+"compact" is provisional: a server whose grammar allows whitespace may write compact JSON where
+the model chooses none, so one answer that shows free whitespace (:func:`._probe.free_whitespace`)
+turns it to "free" for good, and nothing turns "free" back. A reference deployment decodes with
+the grammar freedom recorded here (:mod:`._referee`).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ class Known:
     rejected: frozenset[str] = frozenset()
     response_format: str | None = None
     logprobs: str | None = None
+    whitespace: str | None = None
     probed: bool = False
 
     def accepts(self, param: str) -> bool:
@@ -38,6 +47,7 @@ class Known:
             "rejected": sorted(self.rejected),
             "response_format": self.response_format,
             "logprobs": self.logprobs,
+            "whitespace": self.whitespace,
         }
 
 
@@ -71,6 +81,13 @@ class Capabilities:
             known = self._known.get(key, Known())
             kept: dict[str, Any] = {name: value for name, value in facts.items() if getattr(known, name) != "rejected"}
             self._known[key] = replace(known, **kept)
+
+    def saw_json(self, key: Key, free: bool) -> None:
+        """Record one strict JSON answer's whitespace: "free" once any answer shows it, else "compact"."""
+        with self._lock:
+            known = self._known.get(key, Known())
+            if known.whitespace != "free":
+                self._known[key] = replace(known, whitespace="free" if free else "compact")
 
     def claim_probe(self, key: Key) -> bool:
         """True exactly once per key: the caller runs the one structured-output probe."""

@@ -26,7 +26,7 @@ from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
 from ._ops import Chat, Exchange, ListModels, Op
-from ._probe import probe_params, probe_verdict
+from ._probe import free_whitespace, probe_params, probe_verdict
 from ._referee import STEPS, TOP, Learner
 
 log = logging.getLogger("accord.openai")
@@ -80,7 +80,7 @@ class Exchanges(Backend):
             parsed = wire.parse(response)
         except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
-        self._learn(key, params, parsed)
+        self._learn(key, params, parsed, response.choices[0])
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
         meta["structured"] = "response_format" if "response_format" in params else "prompt"
         if "seed" in params:
@@ -91,8 +91,9 @@ class Exchanges(Backend):
             dropped = sorted(rejected & wanted)
             if dropped:
                 meta["dropped"] = dropped
-        if compared and "logprobs" in params:
-            meta[STEPS] = steps_of(response.choices[0])
+        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_referee.Learner)
+            meta[STEPS] = {"messages": params["messages"], "steps": steps_of(response.choices[0]),
+                           "prompt_tokens": parsed.completion.usage.prompt_tokens}
         completion = parsed.completion
         if wrapped and "response_format" in params:
             inner = wire.unwrap(completion.text)
@@ -137,6 +138,8 @@ class Exchanges(Backend):
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         verdict = probe_verdict(parsed.completion.text, parsed.completion.finish_reason)
         self.capabilities.learn(key, response_format=verdict)
+        if verdict == "honoured":
+            self.capabilities.saw_json(key, free_whitespace(parsed.completion.text, steps_of(response.choices[0])))
         log.info("%s %s response_format for %s", server.shown, verdict, model)
         usage = parsed.completion.usage
         return verdict, Usage(usage.prompt_tokens, usage.completion_tokens)
@@ -156,12 +159,15 @@ class Exchanges(Backend):
             self._models[server.shown] = reply[0]
         return reply[0]  # type: ignore[no-any-return]
 
-    def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed) -> None:
-        """Passive detection: a server that sent prose for ``response_format``, or no logprobs."""
+    def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed, choice: Any) -> None:
+        """Passive detection: a server that sent prose for ``response_format``, or no logprobs;
+        whether its strict JSON has free whitespace (:func:`._probe.free_whitespace`)."""
         if "response_format" in params and self.structured == "auto" and parsed.json_object is False:
             if self.capabilities.get(key).response_format != "ignored":
                 log.info("%s ignores response_format for %s: the schema goes in the prompt", key[0], key[1])
             self.capabilities.learn(key, response_format="ignored")
+        elif "response_format" in params and parsed.completion.text and self.capabilities.get(key).whitespace != "free":
+            self.capabilities.saw_json(key, free_whitespace(parsed.completion.text, steps_of(choice)))
         if "logprobs" in params and parsed.completion.text:
             self.capabilities.learn(key, logprobs="returned" if parsed.logprobs_seen else "ignored")
 
