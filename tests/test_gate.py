@@ -68,3 +68,15 @@ def test_the_reference_decides_in_the_async_drivers_too() -> None:
     serving.reference = accord.models.scripted([OTHER])
     result = asyncio.run(Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).arun("q"))
     assert result.stopped_because == "reference" and result.value.stars == 2 and result.ballots[1].meta["deployment"] == "reference"
+
+
+def test_a_reference_without_a_valid_value_leaves_the_decision_to_the_serving_deployments_vote() -> None:
+    serving = _Margined([Completion(GOOD, margins=(5.0, 0.1))] * 5)
+    serving.reference = accord.models.scripted(['{"stars": "many"'] * 3, fingerprint="reference-f32")  # never valid
+    result = Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert result.value == Review.model_validate_json(GOOD) and result.stable and result.stopped_because == "unanimous"
+    assert result.meta["decided_by"] == "serving" and result.meta["reference"]["decided"] is False
+    reference_calls = [b for b in result.ballots if b.meta.get("deployment") == "reference"]
+    assert len(reference_calls) == result.meta["reference"]["calls"] == accord.Retry().attempts
+    assert all(b.status == "invalid" for b in reference_calls) and len(serving.requests) == 3
+    assert result.usage.calls == result.calls == len(result.ballots)

@@ -128,6 +128,7 @@ class _Run(Absorb):
         self.idle = 0.0  # seconds every call of the run waited for a slot: not spent from the budget
         self.idle_since: float | None = None
         self.read_until: float | None = None
+        self.unreferred: dict[str, Any] | None = None  # the reference gave no valid value: the serving deployment votes
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -154,7 +155,9 @@ class _Run(Absorb):
             if verdict is not None:
                 return self.end(verdict)
             if self.referring():
-                return (yield from self.refer())
+                decided = yield from self.refer()
+                if decided is not None:
+                    return decided
             self.schedule()
 
     def take_ready(self, now: float) -> list[Call]:
@@ -226,6 +229,7 @@ class _Run(Absorb):
             self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
             settings=self.policy.settings, plurality=self.policy.plurality, seconds=seconds,
             hint=self.schema._hint.note() if self.hint else None,
+            unreferred=self.unreferred,
         )
 
     # -- a reference deciding (._reference) -----------------------------------------------------
@@ -233,16 +237,19 @@ class _Run(Absorb):
     def referring(self) -> bool:
         """Slot 0 ran alone on a deployment with a reference, and the gate did not certify it
         (a step below the floor, or no valid output): the reference decides."""
-        if not (self.gating and self.deployment == "serving" and len(self.slots) == 1):
+        if not (self.gating and self.deployment == "serving" and len(self.slots) == 1) or self.unreferred is not None:
             return False
         if not referred.has_room(self.policy.budget, self.started):
             return False  # no call left for the reference: the run goes on (and ends) as without one
         seat = self.slots[0].seat
         return seat.finished and seat.fault is None and self.box.gate_key is None
 
-    def refer(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any]]:
+    def refer(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any] | None]:
         """The reference decides: one greedy ballot (retried like any) on the reference backend,
-        under what is left of the budget; its Result, with this deployment's ballots before it."""
+        under what is left of the budget; its Result, with this deployment's ballots before it.
+        None when the reference gave no valid value: its ballots are kept, and the serving
+        deployment votes as it would without a reference (a reference that cannot answer never
+        turns a valid serving answer into an error)."""
         reference = self.backend.reference
         assert reference is not None
         now = self.clock()
@@ -250,6 +257,12 @@ class _Run(Absorb):
                                                                                                self.started, self.usage))
         run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference", hint=self.hint)
         decided = yield from run.loop()
+        if decided.key is None and decided.stopped_because != BUDGET and referred.has_room(self.policy.budget, self.started + len(decided.ballots)):
+            self.ballots += [replace(b, slot=b.slot + self.vote.k) for b in decided.ballots]
+            self.usage, self.started = self.usage + decided.usage, self.started + len(decided.ballots)
+            self.unreferred = {"calls": len(decided.ballots), "stopped_because": decided.stopped_because,
+                               "fingerprint": reference.fingerprint}
+            return None
         return referred.merged(decided, self.ballots, self.usage, self.backend, reference, seconds=self.clock() - self.t0)
 
     # -- scheduling --------------------------------------------------------------------------

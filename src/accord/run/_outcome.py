@@ -52,10 +52,12 @@ def result(
     plurality: bool,
     seconds: float,
     hint: dict[str, Any] | None = None,
+    unreferred: dict[str, Any] | None = None,
 ) -> Result[Any]:
     """The Result of a run that ended on ``verdict``; a failed one carries its error (and the
     error the Result). ``hint``: what the schema's rendering in the prompt left out, when it did
-    (``meta["schema_hint"]``)."""
+    (``meta["schema_hint"]``). ``unreferred``: what a reference that gave no valid value did
+    (``meta["reference"]``, with ``decided: False``), when the serving deployment then voted."""
     reason, winner = verdict
     if box.decisions is not None:  # each ballot with its final vote key (a field may have turned prose since it was read)
         final = box.keys()
@@ -114,6 +116,7 @@ def result(
             "quorum": box.quorum,
             **({"predicted": dict(box.predicted)} if box.predicted else {}),
             **({"schema_hint": hint} if hint else {}),
+            **({"reference": {**unreferred, "decided": False}, "decided_by": "serving"} if unreferred else {}),
             **fields,
         },
     )
