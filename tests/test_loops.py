@@ -250,7 +250,10 @@ DIRECTIVE = 'FAKE:{"loop": "I\'m disputing with my bank now. ", "prefix": "{\\"c
 
 
 def http(fake: Any, **options: Any) -> Any:
-    return models.openai(base_url=fake.url, model="fake-model", structured=False, logprobs=False,
+    """The OpenAI backend on the session's fake upstream, with the key the proxy's tests expect it to see."""
+    from serving import UPSTREAM_KEY
+
+    return models.openai(base_url=fake.url, api_key=UPSTREAM_KEY, model="fake-model", structured=False, logprobs=False,
                          capabilities=Capabilities(), **options)  # fmt: skip
 
 
