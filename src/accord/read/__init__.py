@@ -16,4 +16,5 @@ Read top to bottom, in the order a text goes through them:
     _coerce     schema-aligned coercion, only where the schema says how, recorded
     _validate   stage 5, validate: data to a value (pydantic or jsonschema), errors as data
     _canonical  stage 6, canonicalize: the vote key of a validated value
+    _loops      does a text end in a loop (while it is written, or once cut off), and where
 """
