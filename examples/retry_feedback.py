@@ -1,4 +1,5 @@
-"""Retries: invalid output is re-asked with one feedback block; faults back off; truncation grows.
+"""Retries: invalid output is re-asked with one feedback block; faults back off; truncation grows;
+a loop is re-asked with feedback, never with more room.
 
 Run: .venv/bin/python examples/retry_feedback.py   (no network, no model download)
 
@@ -63,3 +64,12 @@ result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), max_tokens=64).
 for request in model.requests:
     print(f"  attempt {request.attempt}: max_tokens={request.settings.max_tokens} feedback={request.feedback}")
 assert [r.settings.max_tokens for r in model.requests] == [64, 128]
+
+print("\n== 5. a loop (finish_reason='loop'): feedback that names it, the same max_tokens")
+looped = '{"stars": 5, "sentiment": "' + "so good, so smooth " * 4
+model = accord.models.scripted([accord.Completion(looped, finish_reason="loop"), GOOD])
+result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), max_tokens=64, schema_in_prompt=False).run("Review: 'Great pen.'")
+print("  ballot 1:", result.ballots[0].error["message"])
+print(f"  attempt 2: max_tokens={model.requests[1].settings.max_tokens}, sends:")
+print(model.requests[1].input)
+assert [r.settings.max_tokens for r in model.requests] == [64, 64]

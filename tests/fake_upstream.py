@@ -14,6 +14,9 @@ The last user message may end in ``FAKE:{json}``, a directive:
     gap         the logprob gap between the chosen token and the next (default 8.0)
     tool_call   answer with this tool call ({"name", "arguments"}) instead of content
     chunk_delay seconds between the chunks of a streamed answer
+    loop        a stretch the answer repeats after ``prefix`` (default ""): streamed, forever (at
+                most ``loop_seconds``, default 60) until the caller closes the stream; whole,
+                repeated to ``max_tokens`` (4 characters a token) with ``finish_reason="length"``
 
 Started with ``--responses`` it also serves ``POST /v1/responses`` (as vLLM and OpenAI do): a
 text answer in the Responses shape (``Hello from the fake's /responses.``, or ``say[0]``),
@@ -26,7 +29,8 @@ when asked (``stream: true``), and returns logprobs when asked.
 
 ``GET /_stats`` says what it was asked (calls per prompt, probes, neighbours, the most calls in
 flight at once, the Authorization headers seen, the tokens billed, the last body per prompt, the
-``/v1/responses`` requests it had no route for);
+``/v1/responses`` requests it had no route for, and per prompt the looping streams the caller
+closed: chunks sent and seconds open);
 ``POST /_reset`` forgets it.
 """
 
@@ -70,12 +74,14 @@ class Book:
         self.started = 0
         self.finished = 0
         self.no_responses = 0  # POST /v1/responses answered 404 (started without --responses)
+        self.loops_closed: dict[str, list[dict[str, float]]] = {}  # looping streams the caller closed
 
     def stats(self) -> dict[str, Any]:
         return {"calls": self.calls, "answered": self.answered, "abandoned": self.abandoned, "bodies": self.bodies, "probes": self.probes, "neighbours": self.neighbours,
                 "max_in_flight": self.max_in_flight, "in_flight": self.in_flight, "auth": sorted(self.auth), "hosts": self.hosts,
                 "billed": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}, "billed_by_prompt": self.billed,
-                "started": self.started, "finished": self.finished, "no_responses": self.no_responses}  # fmt: skip
+                "started": self.started, "finished": self.finished, "no_responses": self.no_responses,
+                "loops_closed": self.loops_closed}  # fmt: skip
 
 
 BOOK = Book()
@@ -187,7 +193,12 @@ async def chat(request: Request) -> Response:
             headers = {"retry-after": str(said["retry_after"])} if "retry_after" in said else {}
             error = {"error": {"message": f"fake upstream says {status}", "type": "fake_error", "param": None, "code": None}}
             return JSONResponse(error, status_code=int(status), headers=headers)
+        if said.get("loop") and body.get("stream"):
+            return StreamingResponse(_looping(body, said, text), media_type="text/event-stream")
         content = answer_text(body, said, turn)
+        if said.get("loop"):
+            room = 4 * int(body.get("max_completion_tokens") or body.get("max_tokens") or 256)
+            content = (str(said.get("prefix", "")) + str(said["loop"]) * room)[:room]
         prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
         completion_tokens = len(content) // 4 + 1
         BOOK.prompt_tokens += prompt_tokens
@@ -200,7 +211,7 @@ async def chat(request: Request) -> Response:
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
         logprobs = logprobs_of(content, float(said.get("gap", 8.0)), int(body.get("top_logprobs") or 2)) if body.get("logprobs") else None
         message: dict[str, Any] = {"role": "assistant", "content": content}
-        finish = "stop"
+        finish = "length" if said.get("loop") else "stop"
         if said.get("tool_call"):
             call = said["tool_call"]
             message = {"role": "assistant", "content": None, "tool_calls": [
@@ -280,6 +291,30 @@ async def responses(request: Request) -> Response:
             yield f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': n, **fields})}\n\n".encode()
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def _looping(body: dict[str, Any], said: dict[str, Any], prompt: str) -> Any:
+    """A streamed answer that repeats ``said["loop"]`` until the caller closes the stream (or
+    ``loop_seconds`` pass); a closed stream is recorded with its chunks and seconds."""
+    base = {"id": "chatcmpl-fakeloop", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": body.get("model") or MODEL, "system_fingerprint": "fp_fake"}  # fmt: skip
+
+    def event(delta: dict[str, Any], reason: str | None = None) -> bytes:
+        return b"data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}).encode() + b"\n\n"
+
+    start, sent, ended = time.monotonic(), 0, False
+    try:
+        yield event({"role": "assistant", "content": str(said.get("prefix", ""))})
+        while time.monotonic() - start < float(said.get("loop_seconds", 60)):
+            yield event({"content": str(said["loop"])})
+            sent += 1
+            await asyncio.sleep(float(said.get("chunk_delay", 0.005)))
+        yield event({}, "length")
+        yield b"data: [DONE]\n\n"
+        ended = True
+    finally:
+        if not ended:
+            BOOK.loops_closed.setdefault(prompt, []).append({"chunks": sent, "seconds": round(time.monotonic() - start, 3)})
 
 
 async def models(request: Request) -> Response:

@@ -59,7 +59,10 @@ def test_requests_carry_the_time_the_budget_has_left() -> None:
     assert 29 < deadline <= 30
     model = models.scripted([GOOD])
     Stabilizer(model, schema=Review, vote=Vote(k=1)).run("q")
-    assert model.requests[0].deadline is None
+    assert model.requests[0].deadline == pytest.approx(Budget().max_seconds, abs=1.0)  # bounded by default
+    model = models.scripted([GOOD])
+    Stabilizer(model, schema=Review, vote=Vote(k=1), budget=Budget(max_seconds=None)).run("q")
+    assert model.requests[0].deadline is None  # the bound lifted
 
 
 def test_budget_exceeded_names_the_dominant_cause() -> None:

@@ -43,6 +43,8 @@ EXPECTED = {
         "Your previous answer could not be read:",
         "HTTP 429",
         "attempt 2: max_tokens=128 feedback=None",
+        "ballot 1: the output looped in `sentiment`: 'so good, so smooth' repeated 4 times",
+        "Your previous answer repeated itself:\n- sentiment: 'so good, so smooth' repeated 4 times",
     ],
     "async_map.py": [
         "Review: 'smells of cheese pen'   -> InvalidOutput",

@@ -13,6 +13,7 @@ import pytest
 
 import accord
 from accord import Budget, Completion, MarginGate, Result, Retry, Schema, Settings, Usage, Vote, models
+from accord._retry import DEFAULT_MAX_SECONDS
 from accord.backends._base import Backend, Noise
 from accord.run._loop import Call, Outcome, Policy, Step, decide
 from reviews import GOOD, OTHER, Review
@@ -76,7 +77,9 @@ def finish(flow: Flow, outcomes: Sequence[Outcome]) -> Result[Any]:
 
 def test_the_first_step_starts_the_quorum_at_once() -> None:
     _, step = start(Policy(vote=Vote(k=5)))
-    assert [call.slot for call in step.start] == [0, 1, 2] and step.timeout is None
+    assert [call.slot for call in step.start] == [0, 1, 2] and step.timeout == DEFAULT_MAX_SECONDS  # only the time bound wakes it
+    _, step = start(Policy(vote=Vote(k=5), budget=Budget(max_seconds=None)))
+    assert step.timeout is None  # the bound lifted: nothing wakes it but a finished call
     assert [call.id for call in step.start] == [1, 2, 3]
     assert all(call.request.attempt == 1 and call.request.ballot == call.slot for call in step.start)
     assert all(call.request.feedback is None and call.request.deadline is None for call in step.start)
@@ -155,7 +158,7 @@ def test_an_invalid_output_is_asked_again_with_feedback() -> None:
     flow, step = start(Policy(vote=Vote(k=1)))
     first = step.start[0]
     step = flow.send([answer(first, INVALID)])
-    assert step.timeout is None and len(step.start) == 1
+    assert step.timeout == DEFAULT_MAX_SECONDS and len(step.start) == 1
     again = step.start[0]
     assert again.slot == 0 and again.request.attempt == 2 and again.id == 2
     assert again.request.feedback is not None and again.request.feedback.kind == "validate"
@@ -195,7 +198,7 @@ def test_a_retryable_fault_is_retried_after_the_backoff() -> None:
     assert step.start == () and step.timeout == 0.5
     clock.now += 0.5
     step = flow.send([])
-    assert [(call.slot, call.request.attempt) for call in step.start] == [(0, 2)] and step.timeout is None
+    assert [(call.slot, call.request.attempt) for call in step.start] == [(0, 2)] and step.timeout == DEFAULT_MAX_SECONDS - 2.5
     assert step.start[0].request.input == first.request.input
     result = finish(flow, [answer(step.start[0], GOOD)])
     assert [b.status for b in result.ballots] == ["error", "valid"] and result.stable
@@ -236,7 +239,7 @@ def test_transport_attempts_run_out() -> None:
     flow, step = start(Policy(vote=Vote(k=1), retry=Retry(transport_attempts=2, wait=lambda state: 0.0)))
     fault = accord.BackendError("503", retryable=True, status=503)
     step = flow.send([answer(step.start[0], fault)])
-    assert [call.request.attempt for call in step.start] == [2] and step.timeout is None  # no wait: started at once
+    assert [call.request.attempt for call in step.start] == [2] and step.timeout == DEFAULT_MAX_SECONDS  # no wait: started at once
     result = finish(flow, [answer(step.start[0], fault)])
     assert isinstance(result.error, accord.BackendError) and [b.status for b in result.ballots] == ["error", "error"]
 

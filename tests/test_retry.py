@@ -93,17 +93,29 @@ def test_looping_finds_a_stretch_repeated_back_to_back() -> None:
     assert not looping('{"items": ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "yuzu"')
 
 
-def test_a_truncated_loop_is_not_grown() -> None:
+def test_a_truncated_loop_is_asked_again_with_feedback_not_grown() -> None:
     loop = Completion('{"stars": 5, "sentiment": "' + "so good " * 8, finish_reason="length")
     model = models.scripted([loop, GOOD])
-    with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=64).run("q")
-    assert caught.value.result.ballots[0].error is not None
-    assert len(model.requests) == 1 and caught.value.result.ballots[0].error["loop"] is True
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=64).run("q")
+    assert result.value is not None and result.value.stars == 4
+    first, second = result.ballots
+    assert second.status == "valid" and first.error is not None and first.error["stage"] == "loop" and first.error["loop"]["path"] == "sentiment"
+    assert first.error["loop"]["stopped"] == "at max_tokens" and first.finish_reason == "length"
+    again = model.requests[1]
+    assert again.settings.max_tokens == 64, "a loop is never given more tokens"
+    assert again.feedback is not None and again.feedback.kind == "loop"
+    assert isinstance(again.input, str) and "repeated itself" in again.input and "sentiment" in again.input
+
+
+def test_grow_loops_is_deprecated_and_still_grows_a_loop_cut_at_max_tokens() -> None:
+    loop = Completion('{"stars": 5, "sentiment": "' + "so good " * 8, finish_reason="length")
     grown = models.scripted([loop, GOOD])
-    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=Retry(grow_loops=True)).run("q")
+    with pytest.warns(DeprecationWarning, match="grow_loops"):
+        retry = Retry(grow_loops=True)
+    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=retry).run("q")
     assert result.value is not None
     assert result.value.stars == 4 and [r.settings.max_tokens for r in grown.requests] == [64, 128]
+    assert grown.requests[1].feedback is None
 
 
 def test_grow_loops_must_be_a_bool() -> None:

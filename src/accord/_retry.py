@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +30,13 @@ class Retry:
     ``attempts``: calls per ballot for invalid output, the first included; each retry is a fresh
     request carrying one feedback block. ``transport_attempts``: calls per ballot for transient
     backend faults (timeouts, 429, 5xx), spaced by ``wait`` (a tenacity wait; exponential with
-    jitter by default) or the server's Retry-After, whichever is longer. A truncated output
-    (``finish_reason="length"``) is retried with ``max_tokens`` times ``grow_max_tokens``, unless
-    it ends in a loop (``grow_loops=False``, the default): greedy decoding that repeats one stretch
-    back to back repeats it to any length, so more room buys nothing (see :func:`looping`).
+    jitter by default) or the server's Retry-After, whichever is longer. An honest cut-off
+    (``finish_reason="length"``, no loop in the text) is retried with ``max_tokens`` times
+    ``grow_max_tokens``. A loop (stopped early, ``finish_reason="loop"``, or found at the cut:
+    ``accord.read._loops``) is retried with feedback that names it, never with more tokens:
+    greedy decoding that repeats one stretch back to back repeats it to any length.
+    ``grow_loops=True`` is deprecated: it still grows a loop found at a ``max_tokens`` cut, as
+    before (a loop stopped early is always asked again with feedback).
     ``stop`` / ``transport_stop`` override the attempt counts with any tenacity stop.
     ``max_wait`` caps any single wait, a server's Retry-After included (seconds).
     """
@@ -48,6 +52,9 @@ class Retry:
 
     def __post_init__(self) -> None:
         _check.retry(self)
+        if self.grow_loops:
+            warnings.warn("Retry(grow_loops=True) is deprecated: a loop is asked again with feedback, never with more "
+                          "tokens; grow_loops only still grows a loop found at a max_tokens cut", DeprecationWarning, stacklevel=3)
 
     def again(self, attempt: int, seconds: float) -> bool:
         """May a ballot that made ``attempt`` calls with invalid output try once more?"""
@@ -67,7 +74,11 @@ class Retry:
 def looping(text: str, repeats: int = 3, min_chars: int = 40, max_period: int = 200) -> bool:
     """Does ``text`` end in one stretch repeated back to back, at least ``repeats`` times and over
     at least ``min_chars`` characters (``"Spain.  #Maria is 34, ...Spain.  #Maria is 34, ..."``,
-    forty spaces, ``"3000000000..."``)? A cut-off greedy output that does has entered a loop."""
+    forty spaces, ``"3000000000..."``)? A cut-off greedy output that does has entered a loop.
+
+    With its defaults this is the rule :func:`accord.read._loops.find_loop` applies to a text
+    cut at ``max_tokens``; ``find_loop`` also says where the loop is, finds counting runs, and
+    has the stricter rules the backends use while a text is still being written."""
     n = len(text)
     for period in range(1, min(max_period, n // repeats) + 1):
         span = max(period * repeats, min_chars)
@@ -79,17 +90,23 @@ def looping(text: str, repeats: int = 3, min_chars: int = 40, max_period: int = 
     return False
 
 
+#: A run's time bound unless the Budget says otherwise (seconds; docs/budget.md says why this value).
+DEFAULT_MAX_SECONDS = 300.0
+
+
 @dataclass(frozen=True)
 class Budget:
     """Limits for one run: wall-clock seconds, model calls, total tokens, cost. None means no limit.
 
-    ``max_seconds`` ends a run even while a sync backend hangs (the call is abandoned).
+    ``max_seconds`` ends a run even while a sync backend hangs (the call is abandoned). It is
+    bounded by default (``DEFAULT_MAX_SECONDS``, 300 s: a runaway ends in ``BudgetExceeded``
+    rather than never); ``Budget(max_seconds=None)`` lifts the bound.
     ``max_cost`` ends it once the calls made cost that much (``Usage.cost``: the Stabilizer needs
     ``prices=``); like ``max_tokens``, it is checked as calls finish, so the calls in flight then
     may take the run past it.
     """
 
-    max_seconds: float | None = None
+    max_seconds: float | None = DEFAULT_MAX_SECONDS
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None

@@ -35,8 +35,9 @@ log = logging.getLogger("accord")
 @dataclass(frozen=True)
 class RetryEvent:
     """A ballot slot asks again. ``ballot``: the call that failed; ``attempt``: the number of the
-    next call in the slot; ``reason``: "invalid", "truncated" or "fault"; ``wait``: seconds
-    before it starts (a backoff after a fault, else 0)."""
+    next call in the slot; ``reason``: "invalid", "loop" (asked again with feedback naming the
+    loop), "truncated" (with more ``max_tokens``) or "fault"; ``wait``: seconds before it starts
+    (a backoff after a fault, else 0)."""
 
     slot: int
     attempt: int

@@ -30,6 +30,8 @@ def render_feedback(feedback: Feedback, schema: Schema[Any] | None = None) -> st
             lines.append(f"Answer with the values themselves, in this shape: {skeleton(schema.json_schema)}")
         lines.append("Replace each ... with the value from the question.")
         return "\n".join(lines)
+    if feedback.kind == "loop":
+        return _looped(feedback)
     if feedback.kind == "extract":
         head = "Your previous answer could not be read"
     elif feedback.kind == "truncated":
@@ -46,6 +48,17 @@ def render_feedback(feedback: Feedback, schema: Schema[Any] | None = None) -> st
         lines.append(f"- and {len(feedback.errors) - _MAX_FEEDBACK_ERRORS} more")
     lines.append("Answer again, correcting these errors.")
     return "\n".join(lines)
+
+
+def _looped(feedback: Feedback) -> str:
+    """A loop's block: what was repeated, in which field, and a short value asked for."""
+    error = feedback.errors[0] if feedback.errors else {}
+    field = ".".join(str(p) for p in error.get("loc", ()))
+    return "\n".join([
+        "Your previous answer repeated itself:",
+        f"- {field or 'answer'}: {error.get('msg', 'the same text over and over')}",
+        f"Answer again; write {field} short, saying each thing once." if field else "Answer again, short, saying each thing once.",
+    ])
 
 
 _SHAPE_ERRORS = {"model_type", "model_attributes_type", "dict_type", "list_type", "type"}

@@ -19,4 +19,5 @@ Read top to bottom, in the order a text goes through them:
     _validate   stage 5, validate: data to a value (pydantic or jsonschema), errors as data
     _exact      a Decimal: every number form a float gets, its digits kept, and a vote by value
     _canonical  stage 6, canonicalize: the vote key of a validated value
+    _loops      does a text end in a loop (while it is written, or once cut off), and where
 """

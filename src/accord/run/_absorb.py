@@ -3,11 +3,19 @@ extract -> normalize -> validate -> canonicalize), the ballot recorded, and then
 
     valid              cast in the ballot box; the slot is finished
     invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
+    looped             stopped in a loop (``finish_reason="loop"``, the backend saw it) or cut
+                       off at ``max_tokens`` inside one (``read._loops``): asked again with one
+                       feedback block naming the field and the stretch, never with more tokens
     cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
-                       re-asked; unless the text ends in a loop (``Retry.grow_loops``)
+                       re-asked (an honest cut-off: no loop in it)
     backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
                        server's Retry-After), while ``Retry.transport_attempts`` allow; any
                        other ends the slot
+
+A text that looped or was cut off is read first: a JSON value that closed before the end is
+kept. Else its error says what happened (:class:`Cut`: "the output looped in `summary`: ...",
+"the output was cut off at max_tokens=256 inside `summary`"), not what a reader made of the
+remains ("Field required" for every field the cut left out).
 
 :class:`Absorb` is the half of the loop's run that does this; the loop (scheduling, the budget,
 recording) is the other half.
@@ -21,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError
 from .._result import Ballot
-from .._retry import looping
 from .._types import Completion, Feedback, Request, Settings, Usage
 from ..backends._base import Backend
+from ..read._loops import LOOP, Loop, find_loop, path_at, shown
 from ..read._read import Misreading, Reading, read
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
@@ -34,7 +42,41 @@ from ._calls import Call, Outcome, Slot
 from ._policy import Policy
 
 UNGATED = MarginGate()  # reads the smallest margin only
-TRUNCATED = ({"loc": (), "msg": "the output was cut off at max_tokens", "type": "truncated"},)
+
+
+class Cut(Misreading):
+    """A text that ran out before its value did: ``stage`` "loop" (``loop``: where, when found)
+    or "truncated" (cut off at ``max_tokens``); ``message`` says so in words."""
+
+    __slots__ = ("loop", "said")
+
+    def __init__(self, stage: str, errors: tuple[dict[str, Any], ...], said: str, loop: Loop | None = None) -> None:
+        super().__init__(stage, errors)
+        self.said = said
+        self.loop = loop
+
+    @property
+    def message(self) -> str:
+        return self.said
+
+
+def cut(text: str, finish: str | None, max_tokens: int | None) -> Cut:
+    """Why a text that looped (``finish`` "loop") or ran to ``max_tokens`` ("length") has no value."""
+    loop = (find_loop(text, early=True) if finish == LOOP else None) or find_loop(text)
+    if loop is not None or finish == LOOP:
+        path = loop.path if loop is not None else path_at(text, len(text))[0]
+        said = loop.message() if loop is not None else "the output was stopped in a loop" + (f" in `{path}`" if path else "")
+        what = f"{shown(loop.stretch)} repeated {loop.repeats} times" if loop is not None else "repeated itself"
+        return Cut("loop", ({"loc": _loc(path), "msg": what, "type": "loop"},), said, loop)
+    path = path_at(text, len(text))[0]
+    limit = f"max_tokens={max_tokens}" if max_tokens else "max_tokens"
+    said = f"the output was cut off at {limit}" + (f" inside `{path}`" if path else "")
+    return Cut("truncated", ({"loc": _loc(path), "msg": f"cut off at {limit}", "type": "truncated"},), said)
+
+
+def _loc(path: str | None) -> tuple[str, ...]:
+    """A path (``items[].task``) as an error's ``loc`` (``("items", "task")``)."""
+    return tuple(part for part in (path or "").replace("[]", "").split(".") if part)
 
 
 class Absorb:
@@ -78,14 +120,17 @@ class Absorb:
         else:
             self.output(slot, call, done.completion, done.seconds, started)
 
-    def read(self, completion: Completion) -> Reading | Misreading:
-        """The one place a model's text is read into a value (or why not)."""
+    def read(self, completion: Completion, max_tokens: int | None = None) -> Reading | Misreading:
+        """The one place a model's text is read into a value (or why not). ``max_tokens``: what
+        the call was allowed, named when the text was cut off there."""
         left = None if self.read_until is None else self.read_until - self.clock()  # bounded by the budget
         reading = read(completion.text, self.schema, self.policy.normalizers, self.vote.float_digits, self.policy.extract, seconds=left)
-        if completion.finish_reason == "length" and not isinstance(reading, Misreading) and (self.shape != "json" or reading.open_ended):
-            # A cut-off scalar or text can look valid ("12" of "123"); a JSON value that closed cannot.
-            return Misreading("truncated", TRUNCATED)
-        return reading
+        if completion.finish_reason not in ("length", LOOP):
+            return reading
+        if isinstance(reading, Reading) and self.shape == "json" and not reading.open_ended:
+            return reading  # a JSON value that closed before the end was not cut
+        # A cut-off scalar or text can look valid ("12" of "123"); a cut-off JSON value reads as "Field required".
+        return cut(completion.text or "", completion.finish_reason, max_tokens)
 
     def output(self, slot: Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
         tokens = completion.usage
@@ -93,7 +138,7 @@ class Absorb:
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
-        reading = self.read(completion)
+        reading = self.read(completion, call.request.settings.max_tokens or self.backend.default_max_tokens)
         steps = completion.margins
         if steps and isinstance(reading, Reading):  # the gate reads the steps up to the last decisive value
             steps = steps[: prefix(completion.text, completion.pieces, len(steps), self.box.decisions, reading.form)]
@@ -108,13 +153,13 @@ class Absorb:
             meta["decisive_steps"] = len(steps)  # the gate read these; the rest wrote prose
         if self.deployment is not None:
             meta["deployment"] = self.deployment
-        loop = False
         error: dict[str, Any] | None = None
         if isinstance(reading, Misreading):
             error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
-            loop = completion.finish_reason == "length" and looping(completion.text or "")
-            if loop:
-                error["loop"] = True  # cut off inside a repeated stretch: not grown
+            if reading.stage == LOOP:
+                found = reading.loop.describe() if isinstance(reading, Cut) and reading.loop is not None else {}
+                stopped = "early" if completion.finish_reason == LOOP else "at max_tokens"
+                error.update(type=LOOP, loop={**found, "stopped": stopped, "tokens": completion.usage.completion_tokens})
             coercions: tuple[dict[str, str], ...] = ()
             status, value, data, key = "invalid", None, None, None
         else:
@@ -126,7 +171,7 @@ class Absorb:
         )
         self.record(ballot)
         if isinstance(reading, Misreading):
-            self.retry_output(slot, call, completion, reading, loop=loop, ballot=ballot)
+            self.retry_output(slot, call, completion, reading, ballot=ballot)
         else:
             self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
 
@@ -138,20 +183,23 @@ class Absorb:
         answered = completion.meta.get("model")
         return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, answered if isinstance(answered, str) else None)
 
-    def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, loop: bool, ballot: Ballot) -> None:
+    def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, ballot: Ballot) -> None:
         retry = self.policy.retry
-        if not retry.again(slot.outputs, self.clock() - self.t0) or (loop and not retry.grow_loops):
+        if not retry.again(slot.outputs, self.clock() - self.t0):
             self.box.spoil(slot.seat)
             return
         request = call.request
-        if completion.finish_reason == "length":
-            # Truncated: same question, more room; not re-asked with feedback.
+        loop = reading.stage == LOOP
+        if completion.finish_reason == "length" and (not loop or retry.grow_loops):  # grow_loops: deprecated
+            # An honest cut-off: same question, more room; not re-asked with feedback.
             current = request.settings.max_tokens or self.backend.default_max_tokens
             self.again(slot, ballot, "truncated")
             self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
             return
+        # Invalid, or looped: asked again with one feedback block (a loop's names the field and
+        # the stretch), the same max_tokens: a greedy loop repeats to any length.
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
-        self.again(slot, ballot, "invalid")
+        self.again(slot, ballot, LOOP if loop else "invalid")
         self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
 
     def fault(self, slot: Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:

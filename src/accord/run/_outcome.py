@@ -168,7 +168,7 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
         if cause is not None:
             failed = sum(1 for b in ballots if b.status in ("error", "invalid"))
             last = next(b.error["message"] for b in reversed(ballots) if b.error and _cause(b) == cause)
-            said = f"; {causes[cause]} of {failed} failed calls: {cause} (last: {last[:200]})"
+            said = f"; {causes[cause]} of {failed} failed calls: {RAN_OUT.get(cause, cause)} (last: {last[:200]})"
         return BudgetExceeded(f"budget ran out before a decision ({len(ballots)} calls; votes: {shown or 'none'}{said})",
                               cause=cause, causes=causes)
     if votes:
@@ -180,7 +180,18 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
         return BackendError(f"every ballot failed in the backend; last: {last}", status=status)
     last_error = next((b.error for b in reversed(ballots) if b.error), None)
     detail = f"; last: {last_error['message']}" if last_error else ""
-    return InvalidOutput(f"no valid output in {len(ballots)} calls{detail}")
+    return InvalidOutput(f"no valid output in {len(ballots)} calls{ran_out(ballots)}{detail}")
+
+
+RAN_OUT = {"invalid output (loop)": "looped", "invalid output (truncated)": "cut off at max_tokens"}
+
+
+def ran_out(ballots: Sequence[Ballot]) -> str:
+    """How many calls looped or were cut off, when any were (`` (3 looped, 1 cut off at max_tokens)``):
+    the cause a reader of the error needs first, before what was read of the remains."""
+    causes = failures(ballots)
+    said = [f"{count} {RAN_OUT[cause]}" for cause, count in causes.items() if cause in RAN_OUT]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def failures(ballots: Sequence[Ballot]) -> dict[str, int]:

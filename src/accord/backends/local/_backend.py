@@ -35,6 +35,7 @@ from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_cha
 from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
 from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
+from ._loops import LOOP, LoopStop
 from ._perturbed import perturbed
 from ._steps import GrammarDeadEnd, StepRecorder, pieces_of, token_ids, until_end
 
@@ -51,7 +52,9 @@ class TransformersBackend(Backend):
     loaded model keeps its own unless given. ``device``: default CUDA when available, else CPU.
     ``engine``: the grammar engine, or a list tried in order (see ``_constrain``).
     ``compile_timeout``: seconds a compile may take before the next engine is tried (None: no
-    limit, compile in-process). ``threads``: torch threads during a call.
+    limit, compile in-process). ``threads``: torch threads during a call. ``stop_loops``: end a
+    constrained call once its text ends in a loop (``finish_reason="loop"``, :mod:`._loops`), not
+    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes).
     """
 
     constrains = True
@@ -69,6 +72,7 @@ class TransformersBackend(Backend):
         threads: int | None = None,
         compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        stop_loops: bool = True,
         trust_remote_code: bool = False,
         model_id: str | None = None,
         fingerprint: str | None = None,
@@ -80,6 +84,7 @@ class TransformersBackend(Backend):
         self.threads = threads
         self.compile_timeout = compile_timeout
         self.default_max_tokens = max_tokens
+        self.stop_loops = bool(stop_loops)
         start = time.perf_counter()
         self.model, self.tokenizer, self.path = open_model(model_or_path, tokenizer, dtype, device, trust_remote_code)
         self.load_seconds = time.perf_counter() - start
@@ -229,13 +234,18 @@ class TransformersBackend(Backend):
             _settings(run.model, self.base_config, self.threads, seed),
             torch.inference_mode(),
         ):
+            # A constrained call ends at a loop; unconstrained() writes the raw text as it comes.
+            looped = LoopStop(self.tokenizer, run.width, self.base_config.eos_token_id) if self.stop_loops and served else None
             out = run.model.generate(
                 **run.inputs, generation_config=config, logits_processor=processors,
                 tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
+                stopping_criteria=[looped] if looped else None,
             )
         new = until_end(out[0, run.width:].tolist(), self.base_config.eos_token_id)
         recorder.keep(new)
         text, finish = self._finish(new, max_new, settings.stop)
+        if looped is not None and looped.loop is not None and not (new and new[-1] in token_ids(self.base_config.eos_token_id)):
+            finish = LOOP  # ended for a loop (._loops), not at max_tokens
         meta: dict[str, Any] = {
             "engine": served.engine if served else None,
             "compile_seconds": round(served.compile_seconds, 6) if served else None,

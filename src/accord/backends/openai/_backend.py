@@ -92,7 +92,8 @@ class OpenAIBackend(Exchanges):
     of the same weights (``models.local(dtype="float32")``, a float32 or batch-invariant server)
     that decides every prompt whose first ballot has a step below the floor (:mod:`._referee`;
     docs/determinism.md); with a local reference the floor is learned against it, no calibration
-    needed.
+    needed. ``streamed``: stream each answer, so a loop is cut as it shows (``finish_reason="loop"``,
+    the stream closed: :mod:`._drivers`); off: whole answers, a loop found at ``max_tokens``.
     """
 
     blocking = True
@@ -115,7 +116,7 @@ class OpenAIBackend(Exchanges):
         organization: str | None = None,
         default_headers: dict[str, str] | None = None,
         capabilities: Capabilities | None = None,
-        reference: Any = None,
+        reference: Any = None, streamed: bool = False,
     ) -> None:
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
@@ -136,7 +137,7 @@ class OpenAIBackend(Exchanges):
         self.top_logprobs = top_logprobs
         self.noise_floor = noise_floor
         self.dtype = dtype
-        self.spread = bool(spread)
+        self.spread, self.streamed = bool(spread), bool(streamed)
         self.capabilities = capabilities if capabilities is not None else SHARED
         if reference is not None and not isinstance(reference, Backend):
             raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")
@@ -266,10 +267,10 @@ class OpenAIBackend(Exchanges):
             return self._noted(await self._adrive(request, server), len(neighbours))
 
     def _drive(self, request: Request, server: Server) -> Completion:
-        return self._taught(request, server, drivers.drive(self._exchange(request, server)))
+        return self._taught(request, server, drivers.drive(self._exchange(request, server), streamed=self.streamed))
 
     async def _adrive(self, request: Request, server: Server) -> Completion:
-        completion = await drivers.adrive(self._exchange(request, server))
+        completion = await drivers.adrive(self._exchange(request, server), streamed=self.streamed)
         if STEPS not in completion.meta:
             return completion
         return await asyncio.wrap_future(spawn(self._taught, request, server, completion))
@@ -396,5 +397,3 @@ def _timeout(timeout: Any, client: Any) -> Any:
     if isinstance(timeout, bool) or (isinstance(timeout, (int, float)) and not timeout > 0):
         raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
     return timeout
-
-
