@@ -202,8 +202,8 @@ def warm(model: Any, apps: list[App]) -> float:
     start = time.perf_counter()
     constrainer = getattr(model, "constrainer", None)  # the local backend's (not on the declared Backend surface)
     for app in apps:
-        for compact in (False, True) if constrainer is not None else ():  # compact: as a reference decodes for a compact server
-            constrainer.processor(accord.Schema.of(app.model), compact)
+        for whitespace in (None, "compact", "free") if constrainer is not None else ():  # as a reference decodes for each server
+            constrainer.processor(accord.Schema.of(app.model), whitespace)
     schema = accord.Schema.of(tasks.YesNo)
     model.generate(Request("Is water wet?", "Is water wet?", schema, Settings(max_tokens=8)))
     return time.perf_counter() - start

@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -40,15 +41,15 @@ def prompt(directive: dict[str, Any], text: str = "Review: 'Fine pen.'") -> str:
     return f"{text} [{uuid.uuid4().hex[:10]}] FAKE:{json.dumps(directive)}"
 
 
-async def batch(url: str, n: int, at_once: int, directive: dict[str, Any], accord: dict[str, Any]) -> list[Any]:
+async def gathered(url: str, n: int, at_once: int, ask: Callable[[openai.AsyncOpenAI], Awaitable[Any]]) -> list[Any]:
+    """``n`` requests made by ``ask``, at most ``at_once`` in flight; an error status is returned, not raised."""
     client = openai.AsyncOpenAI(base_url=url, api_key=CLIENT_KEY, max_retries=0, timeout=60)
     gate = asyncio.Semaphore(at_once)
 
     async def one() -> Any:
         async with gate:
             try:
-                return await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": prompt(directive)}],
-                                                            response_format=FORMAT, extra_body={"accord": accord})  # type: ignore[arg-type]  # fmt: skip
+                return await ask(client)
             except openai.APIStatusError as exc:
                 return exc
 
@@ -56,6 +57,12 @@ async def batch(url: str, n: int, at_once: int, directive: dict[str, Any], accor
         return list(await asyncio.gather(*(one() for _ in range(n))))
     finally:
         await client.close()
+
+
+async def batch(url: str, n: int, at_once: int, directive: dict[str, Any], accord: dict[str, Any]) -> list[Any]:
+    return await gathered(url, n, at_once, lambda client: client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": prompt(directive)}], response_format=FORMAT,  # type: ignore[arg-type]
+        extra_body={"accord": accord}))
 
 
 def test_200_requests_50_at_once_are_all_answered_with_memory_bounded(serve_proxy: Any, fake_upstream: Any) -> None:
@@ -76,22 +83,9 @@ def test_200_requests_50_at_once_are_all_answered_with_memory_bounded(serve_prox
 
 
 async def responses_batch(url: str, n: int, at_once: int) -> list[Any]:
-    client = openai.AsyncOpenAI(base_url=url, api_key=CLIENT_KEY, max_retries=0, timeout=60)
-    gate = asyncio.Semaphore(at_once)
     text = {"format": {"type": "json_schema", "name": "Review", "schema": SCHEMA}}
-
-    async def one() -> Any:
-        async with gate:
-            try:
-                return await client.responses.create(model="fake-model", input=prompt({"say": MESSY}), text=text,  # type: ignore[arg-type]
-                                                     extra_body={"accord": {"k": 3}})  # fmt: skip
-            except openai.APIStatusError as exc:
-                return exc
-
-    try:
-        return list(await asyncio.gather(*(one() for _ in range(n))))
-    finally:
-        await client.close()
+    return await gathered(url, n, at_once, lambda client: client.responses.create(
+        model="fake-model", input=prompt({"say": MESSY}), text=text, extra_body={"accord": {"k": 3}}))  # type: ignore[arg-type]
 
 
 def test_100_responses_requests_50_at_once_are_all_answered_with_memory_bounded(serve_proxy: Any, fake_upstream: Any) -> None:
