@@ -351,6 +351,10 @@ SCHEMA_CASES = [
                names="no JSON Schema for this one"),
 ]
 SCHEMA_BUDGET = 2.0
+# A run ends by its budget plus the time the machine takes to land the deadline's interrupt and
+# wind down: well under a second alone, 1.35 s once in the full suite on a loaded 2-core CI.
+# Unbounded, the cases above would run for hours (2**40 branches), so this slack still fails them.
+SCHEMA_SLACK = 2.5
 
 
 def run_schema_case(case: SchemaCase) -> tuple[str, float, float, int, int, accord.Result[Any] | None, BaseException | None]:
@@ -386,7 +390,7 @@ def test_hostile_schema(case: SchemaCase) -> None:
     if case.expect is accord.UnsupportedSchema:
         assert case.names in str(error), str(error)
         return
-    assert ran <= SCHEMA_BUDGET + 1.0, f"{case.name}: the run took {ran:.2f} s"
+    assert ran <= SCHEMA_BUDGET + SCHEMA_SLACK, f"{case.name}: the run took {ran:.2f} s"
     assert 0 < prompt <= len("q\n\n") + schema_chars + 2_000, f"{case.name}: a prompt of {prompt:,} chars for a schema of {schema_chars:,}"
     assert result is not None and result.calls == len(result.ballots)
     if case.check is not None:
