@@ -21,16 +21,44 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_KEY = "sk-upstream-c0ffee-not-for-clients-4242"  # the proxy's OPENAI_API_KEY in the tests
 CLIENT_KEY = "client-key-for-tests-7f3a"  # a client key the tests' proxies take (--api-key)
+
+
+# -- the review the proxy's tests ask for, through chat completions and the Responses API -----------
+
+
+class Review(BaseModel):
+    stars: int = Field(ge=1, le=5)
+    sentiment: Literal["positive", "negative", "neutral"]
+
+
+RIGHT = {"stars": 4, "sentiment": "positive"}
+NOISY = [
+    '{"stars": 2, "sentiment": "negative"}',  # the first ballot alone is wrong
+    'Sure! Here is the review: {stars: 4, sentiment: "positive"}',  # prose, unquoted keys
+    '```json\n{"sentiment": "positive", "stars": "4"}\n```',  # fenced, keys reordered, "4" for 4
+    "{'stars': 4, 'sentiment': 'positive',}",  # single quotes, a trailing comma
+    '{"stars": 4, "sentiment": "positive"}',
+]
+
+
+def fresh(text: str = "Review: 'Great pen, writes smoothly.'", **directive: Any) -> str:
+    """A prompt no other test sends, with the fake's directive (tests/fake_upstream.py), so the
+    fake's books per prompt say what one test alone caused."""
+    tag = uuid.uuid4().hex[:10]
+    return f"{text} [{tag}]" + (f" FAKE:{json.dumps(directive)}" if directive else "")
 
 
 @dataclass

@@ -11,38 +11,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import openai
 import pytest
-from pydantic import BaseModel, Field
 
-from serving import CLIENT_KEY, UPSTREAM_KEY
+from serving import CLIENT_KEY, NOISY, RIGHT, UPSTREAM_KEY, Review, fresh
 
 pytest.importorskip("starlette")
 
-
-class Review(BaseModel):
-    stars: int = Field(ge=1, le=5)
-    sentiment: Literal["positive", "negative", "neutral"]
-
-
 REVIEW_FORMAT = {"type": "json_schema", "json_schema": {"name": "Review", "schema": Review.model_json_schema()}}
-RIGHT = {"stars": 4, "sentiment": "positive"}
-NOISY = [
-    '{"stars": 2, "sentiment": "negative"}',  # the first ballot alone is wrong
-    'Sure! Here is the review: {stars: 4, sentiment: "positive"}',  # prose, unquoted keys
-    '```json\n{"sentiment": "positive", "stars": "4"}\n```',  # fenced, keys reordered, "4" for 4
-    "{'stars': 4, 'sentiment': 'positive',}",  # single quotes, a trailing comma
-    '{"stars": 4, "sentiment": "positive"}',
-]
-
-
-def fresh(text: str = "Review: 'Great pen, writes smoothly.'", **directive: Any) -> str:
-    """A prompt no other test sends, with the fake's directive."""
-    tag = uuid.uuid4().hex[:10]
-    return f"{text} [{tag}]" + (f" FAKE:{json.dumps(directive)}" if directive else "")
 
 
 @pytest.fixture

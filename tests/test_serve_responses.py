@@ -11,45 +11,25 @@ against the SDK's own types (``Response.model_validate``, the stream events' uni
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import TypeAdapter
 
 import serving
-from serving import CLIENT_KEY, UPSTREAM_KEY
+from serving import CLIENT_KEY, NOISY, RIGHT, UPSTREAM_KEY, Review, fresh
 
 pytest.importorskip("starlette")
 
-
-class Review(BaseModel):
-    stars: int = Field(ge=1, le=5)
-    sentiment: Literal["positive", "negative", "neutral"]
-
-
-RIGHT = {"stars": 4, "sentiment": "positive"}
-NOISY = [
-    '{"stars": 2, "sentiment": "negative"}',  # the first ballot alone is wrong
-    'Sure! Here is the review: {stars: 4, sentiment: "positive"}',
-    '```json\n{"sentiment": "positive", "stars": "4"}\n```',
-    "{'stars': 4, 'sentiment': 'positive',}",
-    '{"stars": 4, "sentiment": "positive"}',
-]
 FORMAT = {"format": {"type": "json_schema", "name": "Review", "schema": Review.model_json_schema(), "strict": True}}
 TOOL = {"type": "function", "name": "Review", "description": "Record the review's rating.", "parameters": Review.model_json_schema(),
         "strict": True}  # fmt: skip
 EVENTS = TypeAdapter(ResponseStreamEvent)
 AUTH = {"authorization": f"Bearer {CLIENT_KEY}"}
-
-
-def fresh(text: str = "Review: 'Great pen, writes smoothly.'", **directive: Any) -> str:
-    tag = uuid.uuid4().hex[:10]
-    return f"{text} [{tag}]" + (f" FAKE:{json.dumps(directive)}" if directive else "")
 
 
 @pytest.fixture
