@@ -247,7 +247,7 @@ class Box:
         wanted = canonical_key(decided)
         ordered = sorted(self.casts, key=lambda c: c.ballot.slot)
         for cast in ordered:
-            if canonical_key(self.decisions.project(cast.reading.form)) == wanted:
+            if self.key_of(cast.reading) == wanted:  # its decisive part's key, worked out once
                 return cast.reading.data
         mine = fieldwise.flatten(decided, self.schema.json_schema)
         best = max(ordered, key=lambda c: sum(mine.get(p) == k for p, k in self.flat_of(c).items()), default=None)
