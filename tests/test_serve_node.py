@@ -35,13 +35,18 @@ def _node(*packages: str) -> str:
     return node
 
 
-def test_the_node_client_round_trips(serve_proxy: Any) -> None:
-    node = _node("openai")
-    prompt = f"Review: 'Great pen.' [{uuid.uuid4().hex[:8]}] FAKE:{json.dumps({'say': NOISY})}"
-    env = {**os.environ, "ACCORD_SERVE_URL": serve_proxy.url, "ACCORD_SERVE_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
-    done = subprocess.run([node, str(NODE_DIR / "roundtrip.mjs")], capture_output=True, text=True, env=env, timeout=120, check=False)
+def _run(script: str, env: dict[str, str], *packages: str) -> dict[str, Any]:
+    """What ``script`` (in tests/node) printed as JSON, run by node with ``env`` beside the process's own."""
+    done = subprocess.run([_node(*packages), str(NODE_DIR / script)], capture_output=True, text=True, env={**os.environ, **env},
+                          timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_the_node_client_round_trips(serve_proxy: Any) -> None:
+    prompt = f"Review: 'Great pen.' [{uuid.uuid4().hex[:8]}] FAKE:{json.dumps({'say': NOISY})}"
+    env = {"ACCORD_SERVE_URL": serve_proxy.url, "ACCORD_SERVE_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
+    out = _run("roundtrip.mjs", env, "openai")
     right = {"stars": 4, "sentiment": "positive"}
     assert out["create"]["object"] == "chat.completion" and out["create"]["id"].startswith("chatcmpl-")
     assert json.loads(out["create"]["content"]) == right
@@ -51,16 +56,11 @@ def test_the_node_client_round_trips(serve_proxy: Any) -> None:
     assert out["stream"]["finish"] == "stop" and out["stream"]["usage"]["total_tokens"] > 0 and out["stream"]["chunks"] >= 4
 
 
-
-
 def test_node_responses_clients_and_the_ai_sdk_get_the_decided_value(serve_proxy: Any, fake_upstream: Any) -> None:
-    node = _node("openai", "ai", "@ai-sdk/openai")
     tag = uuid.uuid4().hex[:8]
     prompt = f"Review: 'Great pen.' [{tag} {{which}}] FAKE:{json.dumps({'say': NOISY})}"
-    env = {**os.environ, "OPENAI_BASE_URL": serve_proxy.url, "OPENAI_API_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
-    done = subprocess.run([node, str(NODE_DIR / "responses.mjs")], capture_output=True, text=True, env=env, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    env = {"OPENAI_BASE_URL": serve_proxy.url, "OPENAI_API_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
+    out = _run("responses.mjs", env, "openai", "ai", "@ai-sdk/openai")
     right = {"stars": 4, "sentiment": "positive"}
     parse = out["parse"]
     assert parse["parsed"] == right and json.loads(parse["text"]) == right
