@@ -332,3 +332,10 @@ def test_the_embedded_model_looping_on_every_attempt_ends_in_an_error_that_says_
         Stabilizer(local_model, Ticket, vote=Vote(k=1), retry=Retry(attempts=1)).run(BANK)
     assert str(caught.value).startswith("no valid output in 1 calls (1 looped); last: the output looped in `summary`: ")
     assert "Field required" not in str(caught.value)
+
+
+@pytest.mark.parametrize("make", [lambda: models.openai(model="m", base_url="http://127.0.0.1:9/v1", streamed="yes"),
+                                  lambda: models.local(stop_loops=1)], ids=["streamed", "stop_loops"])  # fmt: skip
+def test_a_loop_switch_that_is_not_a_bool_is_a_config_error(make: Any) -> None:
+    with pytest.raises(accord.ConfigError, match="must be True or False"):
+        make()

@@ -25,6 +25,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+from ... import _check
 from ..._errors import AccordError, BackendError, ConfigError
 from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
@@ -84,7 +85,8 @@ class TransformersBackend(Backend):
         self.threads = threads
         self.compile_timeout = compile_timeout
         self.default_max_tokens = max_tokens
-        self.stop_loops = bool(stop_loops)
+        _check.boolean("", "stop_loops", stop_loops)
+        self.stop_loops = stop_loops
         start = time.perf_counter()
         self.model, self.tokenizer, self.path = open_model(model_or_path, tokenizer, dtype, device, trust_remote_code)
         self.load_seconds = time.perf_counter() - start

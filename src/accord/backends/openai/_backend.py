@@ -50,6 +50,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from ... import _check
 from ..._errors import ConfigError
 from ..._threads import spawn
 from ..._types import Completion, Request
@@ -137,7 +138,8 @@ class OpenAIBackend(Exchanges):
         self.top_logprobs = top_logprobs
         self.noise_floor = noise_floor
         self.dtype = dtype
-        self.spread, self.streamed = bool(spread), bool(streamed)
+        _check.boolean("", "streamed", streamed)
+        self.spread, self.streamed = bool(spread), streamed
         self.capabilities = capabilities if capabilities is not None else SHARED
         if reference is not None and not isinstance(reference, Backend):
             raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")
