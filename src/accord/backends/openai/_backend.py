@@ -50,7 +50,6 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ... import _check
 from ..._errors import ConfigError
 from ..._threads import spawn
 from ..._types import Completion, Request
@@ -93,8 +92,7 @@ class OpenAIBackend(Exchanges):
     of the same weights (``models.local(dtype="float32")``, a float32 or batch-invariant server)
     that decides every prompt whose first ballot has a step below the floor (:mod:`._referee`;
     docs/determinism.md); with a local reference the floor is learned against it, no calibration
-    needed. ``streamed``: stream each answer, so a loop is cut as it shows (``finish_reason="loop"``,
-    the stream closed: :mod:`._drivers`); off: whole answers, a loop found at ``max_tokens``.
+    needed. ``streamed``: stream each answer, a loop cut as it shows (``"loop"``, :mod:`._drivers`); off: found at ``max_tokens``.
     """
 
     blocking = True
@@ -138,7 +136,8 @@ class OpenAIBackend(Exchanges):
         self.top_logprobs = top_logprobs
         self.noise_floor = noise_floor
         self.dtype = dtype
-        _check.boolean("", "streamed", streamed)
+        if not isinstance(streamed, bool):
+            raise ConfigError(f"streamed must be True or False, got {streamed!r}")
         self.spread, self.streamed = bool(spread), streamed
         self.capabilities = capabilities if capabilities is not None else SHARED
         if reference is not None and not isinstance(reference, Backend):
