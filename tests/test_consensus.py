@@ -34,6 +34,26 @@ def test_split_vote_raises_no_consensus_with_the_tally() -> None:
     assert result.stopped_because == "no quorum"
 
 
+def test_an_answer_no_valid_ballot_contests_is_returned_unstable_and_strict_raises() -> None:
+    # Ballot 0 valid; every other ballot invalid on every attempt (Retry(attempts=1)): the quorum of
+    # 2 of 3 is out of reach, yet no valid ballot disagrees. One plain call would have returned it.
+    texts = [GOOD, "no idea", "still no idea"]
+    result = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=3), retry=accord.Retry(attempts=1)).run("q")
+    assert result.value == Review(stars=4, sentiment="positive") and result.error is None
+    assert not result.stable and result.stopped_because == "uncontested" and result.votes == {result.key: 1}
+    assert [b.status for b in result.ballots] == ["valid", "invalid", "invalid"]
+    with pytest.raises(accord.NoConsensus) as info:
+        Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=3), retry=accord.Retry(attempts=1),
+                   on_no_consensus="strict").run("q")
+    assert info.value.result.stopped_because == "no quorum" and info.value.result.value is None
+    # A valid ballot that disagrees is dissent: no quorum raises, as before.
+    split = [GOOD, '{"stars": 1, "sentiment": "negative"}', "no idea"]
+    with pytest.raises(accord.NoConsensus):
+        Stabilizer(models.scripted(split), schema=Review, vote=Vote(k=3), retry=accord.Retry(attempts=1)).run("q")
+    with pytest.raises(accord.ConfigError, match='"strict"'):
+        Stabilizer(models.scripted(texts), schema=Review, on_no_consensus="quorum")
+
+
 def test_plurality_on_request() -> None:
     texts = ['{"stars": 1, "sentiment": "negative"}', '{"stars": 1, "sentiment": "negative"}',
              '{"stars": 3, "sentiment": "neutral"}', '{"stars": 4, "sentiment": "positive"}', '{"stars": 5, "sentiment": "positive"}']

@@ -77,8 +77,11 @@ class Stabilizer(Generic[T]):
     JSON Schema dict, ``accord.Regex`` or ``accord.Grammar``. ``vote``/``retry``/``budget``: the
     policies. ``normalize``: text normalizers (``str -> str``, e.g. ``accord.casefold``) applied to
     every free-text field before validation. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
-    backend cannot constrain its output. ``on_no_consensus="plurality"`` returns the plurality
-    (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
+    backend cannot constrain its output. ``on_no_consensus``: "raise" (the default) raises
+    NoConsensus when valid ballots disagree and none can reach the quorum, but returns an answer
+    that every valid ballot holds while every other ballot failed (``stable=False``,
+    ``stopped_because="uncontested"``: one plain call would have returned it); "strict" raises
+    then too; "plurality" returns the plurality winner (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
     can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
     (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
@@ -140,8 +143,8 @@ class Stabilizer(Generic[T]):
             raise ConfigError(f"telemetry= must be an accord.Telemetry, True, False or None, got {type(telemetry).__name__}")
         if budget is not None and budget.max_cost is not None and prices is None:
             raise ConfigError("Budget(max_cost=...) needs prices= (an accord.Prices; Prices({}) when the backend reports costs)")
-        if on_no_consensus not in ("raise", "plurality"):
-            raise ConfigError('on_no_consensus must be "raise" or "plurality"')
+        if on_no_consensus not in ("raise", "plurality", "strict"):
+            raise ConfigError(f'on_no_consensus must be "raise", "plurality" or "strict", got {on_no_consensus!r}')
         _check.boolean("", "schema_in_prompt", schema_in_prompt)
         _check.function("", "on_ballot", on_ballot, optional=True)
         _check.one_of("", "perturb", perturb, Perturb)
@@ -153,6 +156,7 @@ class Stabilizer(Generic[T]):
             hint=schema_in_prompt,
             normalizers=_check.normalizers(normalize),
             plurality=on_no_consensus == "plurality",
+            strict=on_no_consensus == "strict",
             on_ballot=on_ballot,
             # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
             perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),

@@ -227,7 +227,7 @@ class _Run(Absorb):
             self.record(ballot)
         return outcome.result(
             self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
-            settings=self.policy.settings, plurality=self.policy.plurality, seconds=seconds,
+            settings=self.policy.settings, plurality=self.policy.plurality, strict=self.policy.strict, seconds=seconds,
             hint=self.schema._hint.note() if self.hint else None,
             unreferred=self.unreferred,
         )

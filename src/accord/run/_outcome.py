@@ -5,6 +5,10 @@ Built from the ballot box (``_box``) and every ballot the loop recorded:
     an accepted verdict        stable; the value is the winner's earliest ballot's, or the
                                fieldwise assembly's
     failed, plurality asked    the plurality winner when there is one, ``stable=False``, no error
+    no quorum, uncontested     every valid ballot holds one answer and every other ballot failed
+                               (invalid, looped, a fault): that answer, ``stable=False``, no error,
+                               ``stopped_because="uncontested"``; one plain call would have
+                               returned it (``on_no_consensus="strict"``: NoConsensus instead)
     failed                     an :class:`~accord.OutputError` carrying the Result:
                                BudgetExceeded    the budget ran out
                                NoConsensus       valid ballots, none can reach the quorum
@@ -31,6 +35,8 @@ from ._box import BUDGET, Box, Verdict
 if TYPE_CHECKING:
     from ._calls import Call
 
+UNCONTESTED = "uncontested"  # no quorum, and no valid ballot against the answer (the module docstring)
+
 
 def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:
     """A "cancelled" ballot for each ``(call, started, seconds)`` still on the model when the run
@@ -51,6 +57,7 @@ def result(
     settings: Settings,
     plurality: bool,
     seconds: float,
+    strict: bool = False,
     hint: dict[str, Any] | None = None,
     unreferred: dict[str, Any] | None = None,
 ) -> Result[Any]:
@@ -63,8 +70,10 @@ def result(
         final = box.keys()
         ballots = [replace(b, key=final[id(b)]) if id(b) in final and final[id(b)] != b.key else b for b in ballots]
     tally = box.tally()
-    if winner is None and plurality and tally.counts:
+    uncontested = reason == "no quorum" and len(tally.counts) == 1 and not (plurality or strict)
+    if winner is None and (plurality or uncontested) and tally.counts:
         winner = box.winner(tally)
+        reason = UNCONTESTED if uncontested else reason
     chosen = box.first.get(winner) if winner is not None else None
     value = chosen.value if chosen else None
     data = chosen.data if chosen else None
@@ -82,7 +91,7 @@ def result(
         else:
             fields["fieldwise"] = "undecided"
     found = chosen is not None or fields.get("fieldwise") == "assembled"
-    failure = None if verdict.accepted or (plurality and found) else error(box, reason, votes, ballots)
+    failure = None if verdict.accepted or ((plurality or uncontested) and found) else error(box, reason, votes, ballots)
     engine = {"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}
     fragile, fragility = judged(reason, winner if found else None, ballots, votes)
     gate = gate_status(backend, box, reason, fragile)

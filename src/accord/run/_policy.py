@@ -25,6 +25,7 @@ class Policy:
     hint: bool = True
     normalizers: tuple[Callable[[str], str], ...] = ()
     plurality: bool = False
+    strict: bool = False  # no quorum is NoConsensus even when no valid ballot dissents (_outcome)
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
     extract: Extract = field(default_factory=Extract)
