@@ -325,6 +325,8 @@ def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback
     assert len(seen) == 2 and seen[1].feedback is not None and seen[1].feedback.kind == "loop"
     assert seen[1].settings.max_tokens == seen[0].settings.max_tokens  # feedback, never more tokens
     assert isinstance(seen[1].input, str) and "repeated itself" in seen[1].input
+    bound = (seen[1].schema.json_schema or {})["properties"]["summary"]["maxLength"]  # the retry's grammar: schema._bounds
+    assert len("disputing with my bank") < bound <= first.error["loop"]["start"] + first.error["loop"]["period"]
 
 
 def test_the_embedded_model_looping_on_every_attempt_ends_in_an_error_that_says_so(local_model: Any) -> None:

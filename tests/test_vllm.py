@@ -220,3 +220,32 @@ def test_the_reference_writes_what_the_server_writes_on_clear_prompts_in_the_lay
     assert model.describe()["servers"][0]["capabilities"]["whitespace"] == layout
     assert any(free_whitespace(text) for text in written) == (layout == "free"), written  # the free server's model used its freedom
     assert model._learner.other_prompt is None and model._learner.samples == len(CLEAR_PROMPTS)  # the server counted the same prompt
+
+
+class Tagged(BaseModel):
+    tags: list[str]
+    summary: str
+
+
+def test_a_loop_s_bound_reaches_the_server_s_grammar(vllm_server):
+    """The retry after a loop (``schema._bounds``) asks vLLM under ``maxItems``/``maxLength``, and
+    the server's grammar (xgrammar) holds the model to them."""
+    from accord.read._loops import find_loop
+    from accord.schema._bounds import bounded
+
+    looped = '{"tags": ["refund", ' + '"billing issue", ' * 8
+    loop = find_loop(looped, early=True)
+    tags = bounded(Schema.of(Tagged), looped, loop)
+    summary_loop = '{"tags": [], "summary": "' + "Charged twice. " * 5
+    assert tags is not None and loop is not None
+    both = bounded(tags, summary_loop, find_loop(summary_loop, early=True))
+    assert both is not None
+    prompt = ("Write twenty tags and a long summary for this ticket. Ticket: I was charged twice for order 1182, "
+              "the refund never came, my bank says to ask you, and support has not answered in a week.")
+    model = backend(vllm_server, max_tokens=160)
+    free = model.generate(Request(prompt, prompt, Schema.of(Tagged), Settings(max_tokens=160)))
+    assert free.finish_reason == "length" or len(json.loads(free.text)["summary"]) > len("Charged twice. "), free.text  # unbounded: more
+    completion = model.generate(Request(prompt, prompt, both, Settings(max_tokens=160)))
+    data = json.loads(completion.text)
+    assert len(data["tags"]) <= 2 and len(data["summary"]) <= len("Charged twice. "), completion.text
+    assert Schema.of(Tagged).validate(data)  # and valid under the run's own schema

@@ -5,7 +5,9 @@ extract -> normalize -> validate -> canonicalize), the ballot recorded, and then
     invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
     looped             stopped in a loop (``finish_reason="loop"``, the backend saw it) or cut
                        off at ``max_tokens`` inside one (``read._loops``): asked again with one
-                       feedback block naming the field and the stretch, never with more tokens
+                       feedback block naming the field and the stretch, never with more tokens,
+                       under a grammar that bounds that field to what came before the loop
+                       (``schema._bounds``; validation is still the run's own schema)
     cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
                        re-asked (an honest cut-off: no loop in it)
     backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError
@@ -33,6 +36,7 @@ from .._types import Completion, Feedback, Request, Settings, Usage
 from ..backends._base import Backend
 from ..read._loops import LOOP, Loop, find_loop, path_at, shown
 from ..read._read import Misreading, Reading, read
+from ..schema._bounds import bounded
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
 from ..vote._prefix import prefix
@@ -197,10 +201,17 @@ class Absorb:
             self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
             return
         # Invalid, or looped: asked again with one feedback block (a loop's names the field and
-        # the stretch), the same max_tokens: a greedy loop repeats to any length.
+        # the stretch), the same max_tokens: a greedy loop repeats to any length. A loop's retry
+        # decodes under a grammar that bounds the field it looped in (schema._bounds), on top of
+        # the bounds this slot's earlier loops set.
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
         self.again(slot, ballot, LOOP if loop else "invalid")
-        self.call(slot, self.request(slot.index, feedback, request.settings, request.perturbation))
+        again = self.request(slot.index, feedback, request.settings, request.perturbation)
+        found = reading.loop if isinstance(reading, Cut) else None
+        tighter = bounded(request.schema, completion.text or "", found) if found is not None else None
+        if tighter is not None or request.schema is not again.schema:
+            again = replace(again, schema=tighter or request.schema)
+        self.call(slot, again)
 
     def fault(self, slot: Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
         usage = Usage(seconds=seconds, calls=1)

@@ -1,0 +1,166 @@
+"""The grammar a loop's retry decodes under: the field that looped, bounded to what came before
+the loop. Pure: a schema and a text in, a schema out.
+
+A greedy decoder that looped in a field is likely to loop there again when asked again: the
+feedback block names the field, but a small model reads it and writes the same stretch. So the
+retry's grammar (``Request.schema``, what constrained decoding compiles, locally and in a server's
+``response_format``) takes the looping field's length away:
+
+    a loop among an array's items (``tags[]``: ``"tutorial", "tutorial", ...``), or in the
+    structure across them (``items[].price``: ``1.0}, {"description": "Pen", "price": 1.0}, ...``)
+        ``maxItems``: the items the array had once the loop's first stretch was written
+    a loop inside a string (``summary``: ``"I'm disputing ... now. I'm disputing ..."``)
+        ``maxLength``: the string's characters up to the end of the loop's first stretch
+
+The model still writes every field, the looping one included, as it chooses within the bound,
+and the ballot is read and validated against the run's own schema: a bound narrows what the
+retry may write, never what counts as valid. A loop outside JSON, at the root, at a path the
+schema does not have, in a string with a ``pattern`` or ``format`` (bounded already, and a
+length beside them is more than some servers' grammars take), or where the bound would break the
+field's own ``minItems``/``minLength`` is not bounded (None): the retry is asked with feedback alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..read._loops import Loop, path_at
+from ._schema import Schema
+
+__all__ = ["bounded"]
+
+_FLOORS = {"maxItems": "minItems", "maxLength": "minLength"}  # a bound under its floor is not set
+_KINDS = {"maxItems": "array", "maxLength": "string"}  # the type each bound is for
+_MAX_DEPTH = 64  # $ref hops and nesting followed to reach a path
+
+
+def bounded(schema: Schema[Any], text: str, loop: Loop) -> Schema[Any] | None:
+    """``schema`` with the field ``loop`` began in bounded (see the module docstring), as a JSON
+    Schema dict schema with the same title; None when there is nothing to bound."""
+    root = schema.json_schema
+    if loop.path is None or not isinstance(root, dict) or schema.kind == "regex":
+        return None
+    end = min(len(text), loop.start + loop.period)
+    if path_at(text, loop.start)[1] and '"' not in loop.stretch:  # inside a string: its length (a tag's too, at ``tags[]``)
+        length = _string_length_at(text, end)
+        return None if length is None else _with(schema, loop.path, "maxLength", max(1, length))
+    if "[]" in loop.path:  # in the structure within an array's items (whole items, or across them): how many
+        count = _items_at(text, end)
+        array = loop.path[: loop.path.rindex("[]")]
+        return None if count is None else _with(schema, array, "maxItems", max(1, count))
+    return None  # in the structure outside any array: nothing a bound fits
+
+
+def _with(schema: Schema[Any], path: str, keyword: str, bound: int) -> Schema[Any] | None:
+    """The schema with ``keyword: bound`` at ``path``: on the node, or on each branch of its
+    ``anyOf``/``oneOf`` of the type the keyword is for; None where it cannot go."""
+    copied: dict[str, Any] = copy.deepcopy(schema.json_schema or {})
+    node = _resolve(copied, path)
+    if node is None:
+        return None
+    kind = _KINDS[keyword]
+    targets = [b for key in ("anyOf", "oneOf") for b in node.get(key) or () if isinstance(b, dict) and b.get("type") == kind]
+    targets = targets or ([node] if node.get("type") == kind else [])
+    if not targets or any(t.get(_FLOORS[keyword], 0) > bound or "pattern" in t or "format" in t for t in targets):
+        return None  # no node of that type, a bound under its floor, or a string a pattern already bounds
+    for target in targets:
+        target[keyword] = min(bound, target.get(keyword, bound))
+    copied.setdefault("title", schema.name)
+    return Schema(copied)
+
+
+def _resolve(root: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """The subschema at ``path`` (``items[].note``, ``tags``; ``""`` is the root), made a node of
+    its own: a ``$ref`` on the way is replaced by a copy of what it names, so a bound set there
+    reaches this path only. None when the schema has no such path."""
+    parts = [p for p in path.replace("[]", ".[]").split(".") if p]
+    node: dict[str, Any] = root
+    for part in parts:
+        node = _own(root, node)
+        if part == "[]":
+            child = node.get("items")
+        else:
+            child = (node.get("properties") or {}).get(part)
+        if not isinstance(child, dict):
+            return None
+        node = child  # made its own in place by the next _own: the parent still holds it
+    return _own(root, node)
+
+
+def _own(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its ``$ref`` inlined and an ``anyOf``/``oneOf`` narrowed to its one branch
+    that is not null (``Optional[...]``), in place; the node itself where neither applies."""
+    for _ in range(_MAX_DEPTH):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = root
+            for part in ref[2:].split("/"):
+                target = target.get(part) if isinstance(target, dict) else None
+            if not isinstance(target, dict):
+                return node
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            node.clear()
+            node.update(copy.deepcopy(target), **rest)
+            continue
+        for key in ("anyOf", "oneOf"):
+            branches = node.get(key)
+            if isinstance(branches, list):
+                real = [b for b in branches if isinstance(b, dict) and b.get("type") != "null"]
+                if len(real) == 1 and len(real) < len(branches):
+                    real[0] = _own(root, real[0])
+                    node[key] = [b if b.get("type") == "null" else real[0] for b in branches]
+                    return real[0]
+        return node
+    return node
+
+
+def _items_at(text: str, offset: int) -> int | None:
+    """How many items the innermost array open at ``offset`` has, the one being written included
+    (None: no array is open there). ``["a", "b`` has 2, ``["a", "b", `` has 2 as well, and so has
+    ``[{"x": 1}, {"x": 2`` (an object open inside the array)."""
+    arrays: list[list[int] | None] = []  # per open value: [commas, content since the last] (an array), None (an object)
+    in_string = escaped = False
+    for char in text[:offset]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        top = arrays[-1] if arrays else None
+        if top is not None and not char.isspace() and char not in ",]":
+            top[1] = 1
+        if char == '"':
+            in_string = True
+        elif char in "[{":
+            arrays.append([0, 0] if char == "[" else None)
+        elif char in "]}" and arrays:
+            arrays.pop()
+        elif char == "," and top is not None:
+            top[0], top[1] = top[0] + 1, 0
+    innermost = next((array for array in reversed(arrays) if array is not None), None)
+    return None if innermost is None else innermost[0] + innermost[1]
+
+
+def _string_length_at(text: str, offset: int) -> int | None:
+    """The characters of the string value open at ``offset`` written so far (an escape counts as
+    the one character it stands for); None when no string is open there."""
+    start = None
+    in_string = escaped = False
+    for at, char in enumerate(text[:offset]):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string, start = False, None
+        elif char == '"':
+            in_string, start = True, at + 1
+    if start is None:
+        return None
+    body = text[start:offset]
+    return len(body) - body.count("\\") + body.count("\\\\")
