@@ -139,3 +139,14 @@ def test_a_bounded_retry_is_still_validated_against_the_run_s_schema() -> None:
     assert result.value is not None and result.value.summary == "longer than the bound, and valid"
     floor = Schema({"type": "object", "properties": {"summary": {"type": "string", "minLength": 20}}})
     assert bound_of(floor, text) is None  # a bound under the field's own minLength is not set
+
+
+def test_the_counts_read_past_escaped_quotes_and_brackets_inside_strings() -> None:
+    from accord.schema._bounds import _items_at, _string_length_at
+
+    text = r'{"tags": ["a \"[b\"]", "c, d", "e'
+    assert _items_at(text, len(text)) == 3
+    assert _string_length_at(text, len(text)) == 1
+    quoted = r'{"summary": "say \"hi\" twice'
+    assert _string_length_at(quoted, len(quoted)) == len('say "hi" twice')
+    assert _string_length_at('{"a": "closed"', 14) is None and _items_at('{"a": 1', 7) is None

@@ -23,6 +23,7 @@ field's own ``minItems``/``minLength`` is not bounded (None): the retry is asked
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 from ..read._loops import Loop, path_at
@@ -120,22 +121,13 @@ def _items_at(text: str, offset: int) -> int | None:
     (None: no array is open there). ``["a", "b`` has 2, ``["a", "b", `` has 2 as well, and so has
     ``[{"x": 1}, {"x": 2`` (an object open inside the array)."""
     arrays: list[list[int] | None] = []  # per open value: [commas, content since the last] (an array), None (an object)
-    in_string = escaped = False
-    for char in text[:offset]:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
+    for _, char, inside in _scan(text[:offset]):
         top = arrays[-1] if arrays else None
         if top is not None and not char.isspace() and char not in ",]":
             top[1] = 1
-        if char == '"':
-            in_string = True
-        elif char in "[{":
+        if inside:
+            continue
+        if char in "[{":
             arrays.append([0, 0] if char == "[" else None)
         elif char in "]}" and arrays:
             arrays.pop()
@@ -149,18 +141,26 @@ def _string_length_at(text: str, offset: int) -> int | None:
     """The characters of the string value open at ``offset`` written so far (an escape counts as
     the one character it stands for); None when no string is open there."""
     start = None
-    in_string = escaped = False
-    for at, char in enumerate(text[:offset]):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string, start = False, None
-        elif char == '"':
-            in_string, start = True, at + 1
+    for at, char, inside in _scan(text[:offset]):
+        if char == '"' and not inside:
+            start = at + 1 if start is None else None  # an opening quote, then its closing one
     if start is None:
         return None
     body = text[start:offset]
     return len(body) - body.count("\\") + body.count("\\\\")
+
+
+def _scan(text: str) -> Iterator[tuple[int, str, bool]]:
+    """Each character of a (cut-off) JSON text, and whether it is inside a string: its quotes are
+    not, an escaped quote is."""
+    in_string = escaped = False
+    for at, char in enumerate(text):
+        if in_string and not escaped and char == '"':
+            in_string = False
+            yield at, char, False
+            continue
+        yield at, char, in_string
+        if in_string:
+            escaped = not escaped and char == "\\"
+        elif char == '"':
+            in_string = True
