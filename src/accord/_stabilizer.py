@@ -81,7 +81,8 @@ class Stabilizer(Generic[T]):
     NoConsensus when valid ballots disagree and none can reach the quorum, but returns an answer
     that every valid ballot holds while every other ballot failed (``stable=False``,
     ``stopped_because="uncontested"``: one plain call would have returned it); "strict" raises
-    then too; "plurality" returns the plurality winner (``stable=False``) instead of raising. ``on_ballot`` is called with every Ballot.
+    then too; "plurality" returns the plurality winner (``stable=False``) instead of raising.
+    ``on_ballot`` is called with every Ballot.
     ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
     can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
     (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
