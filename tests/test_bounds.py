@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 import accord
 from accord import Completion, Retry, Schema, Stabilizer, Vote, models
 from accord.read._loops import LOOP, find_loop
-from accord.schema._bounds import bounded
+from accord.schema._bounds import _items_at, _string_length_at, bounded
 
 
 class Ticket(BaseModel):
@@ -142,11 +142,11 @@ def test_a_bounded_retry_is_still_validated_against_the_run_s_schema() -> None:
 
 
 def test_the_counts_read_past_escaped_quotes_and_brackets_inside_strings() -> None:
-    from accord.schema._bounds import _items_at, _string_length_at
-
     text = r'{"tags": ["a \"[b\"]", "c, d", "e'
     assert _items_at(text, len(text)) == 3
     assert _string_length_at(text, len(text)) == 1
     quoted = r'{"summary": "say \"hi\" twice'
     assert _string_length_at(quoted, len(quoted)) == len('say "hi" twice')
+    unicode = r'{"summary": "caf\u00e9 \\ ok'
+    assert _string_length_at(unicode, len(unicode)) == len("café \\ ok")  # each escape is the one character it stands for
     assert _string_length_at('{"a": "closed"', 14) is None and _items_at('{"a": 1', 7) is None

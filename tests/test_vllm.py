@@ -27,6 +27,8 @@ from accord.backends.openai import _referee as referee
 from accord.backends.openai._caps import Capabilities
 from accord.backends.openai._probe import free_whitespace
 from accord.cli import app
+from accord.read._loops import find_loop
+from accord.schema._bounds import bounded
 
 pytestmark = pytest.mark.vllm
 
@@ -230,9 +232,6 @@ class Tagged(BaseModel):
 def test_a_loop_s_bound_reaches_the_server_s_grammar(vllm_server):
     """The retry after a loop (``schema._bounds``) asks vLLM under ``maxItems``/``maxLength``, and
     the server's grammar (xgrammar) holds the model to them."""
-    from accord.read._loops import find_loop
-    from accord.schema._bounds import bounded
-
     looped = '{"tags": ["refund", ' + '"billing issue", ' * 8
     loop = find_loop(looped, early=True)
     tags = bounded(Schema.of(Tagged), looped, loop)

@@ -73,8 +73,8 @@ class Result(Generic[T]):
     gate, or the ballots it predicted). ``agreement``: winner's votes / valid ballots run. ``votes``: {canonical form: count}.
     ``ballots``: one record per model call of the decision. ``stopped_because``: "unanimous",
     "unbeatable", "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid
-    ballot", "uncontested" (no quorum, but no valid ballot disagreed: the answer, ``stable=False``). ``key``: the winning canonical form (the vote's key; the ledger's key is
-    :attr:`ledger_key`). ``data``: the value's JSON data. ``environment``: library versions,
+    ballot", "uncontested" (no quorum, but no valid ballot disagreed: the answer, ``stable=False``).
+    ``key``: the winning canonical form (the vote's key; the ledger's key is :attr:`ledger_key`). ``data``: the value's JSON data. ``environment``: library versions,
     backend, device, dtype, engine, model fingerprint, generation settings and the perturbations
     the ballots ran under.
 

@@ -206,12 +206,10 @@ class Absorb:
         # the bounds this slot's earlier loops set.
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
         self.again(slot, ballot, LOOP if loop else "invalid")
-        again = self.request(slot.index, feedback, request.settings, request.perturbation)
         found = reading.loop if isinstance(reading, Cut) else None
         tighter = bounded(request.schema, completion.text or "", found) if found is not None else None
-        if tighter is not None or request.schema is not again.schema:
-            again = replace(again, schema=tighter or request.schema)
-        self.call(slot, again)
+        again = self.request(slot.index, feedback, request.settings, request.perturbation)
+        self.call(slot, replace(again, schema=tighter or request.schema))
 
     def fault(self, slot: Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
         usage = Usage(seconds=seconds, calls=1)

@@ -23,6 +23,7 @@ field's own ``minItems``/``minLength`` is not bounded (None): the retry is asked
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = ["bounded"]
 
 _FLOORS = {"maxItems": "minItems", "maxLength": "minLength"}  # a bound under its floor is not set
 _KINDS = {"maxItems": "array", "maxLength": "string"}  # the type each bound is for
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)", re.DOTALL)  # one escape in a JSON string: one character
 _MAX_DEPTH = 64  # $ref hops and nesting followed to reach a path
 
 
@@ -40,7 +42,7 @@ def bounded(schema: Schema[Any], text: str, loop: Loop) -> Schema[Any] | None:
     """``schema`` with the field ``loop`` began in bounded (see the module docstring), as a JSON
     Schema dict schema with the same title; None when there is nothing to bound."""
     root = schema.json_schema
-    if loop.path is None or not isinstance(root, dict) or schema.kind == "regex":
+    if loop.path is None or not isinstance(root, dict):
         return None
     end = min(len(text), loop.start + loop.period)
     if path_at(text, loop.start)[1] and '"' not in loop.stretch:  # inside a string: its length (a tag's too, at ``tags[]``)
@@ -109,9 +111,7 @@ def _own(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
             if isinstance(branches, list):
                 real = [b for b in branches if isinstance(b, dict) and b.get("type") != "null"]
                 if len(real) == 1 and len(real) < len(branches):
-                    real[0] = _own(root, real[0])
-                    node[key] = [b if b.get("type") == "null" else real[0] for b in branches]
-                    return real[0]
+                    return _own(root, real[0])  # made its own in place: the list still holds it
         return node
     return node
 
@@ -146,8 +146,7 @@ def _string_length_at(text: str, offset: int) -> int | None:
             start = at + 1 if start is None else None  # an opening quote, then its closing one
     if start is None:
         return None
-    body = text[start:offset]
-    return len(body) - body.count("\\") + body.count("\\\\")
+    return len(_ESCAPE.sub("x", text[start:offset]))
 
 
 def _scan(text: str) -> Iterator[tuple[int, str, bool]]:
