@@ -4,7 +4,7 @@
                                      [--continuous-batching | --no-continuous-batching]
 
 Starts ``transformers serve`` on loopback with the embedded SmolLM2-135M-Instruct, then decides
-the same prompts twice with ``Vote(k, early_stop=False)`` (every ballot runs):
+the same prompts twice with ``Vote(k, early_stop=False, gate=None)`` (every ballot runs):
 
 - sequential: ``Stabilizer.map(prompts, concurrency=1)``, one model call in flight at a time;
 - fan-out: ``Stabilizer.amap(prompts, concurrency=N)``, N calls in flight across all prompts.
@@ -54,7 +54,7 @@ def prompts(n: int) -> list[str]:
 
 def decide(url: str, items: list[str], k: int, concurrency: int, max_tokens: int) -> tuple[float, list[Any]]:
     backend = models.openai(base_url=url, max_tokens=max_tokens, timeout=600.0)
-    stab = Stabilizer(backend, schema=Sentiment, vote=Vote(k=k, early_stop=False), on_no_consensus="plurality")
+    stab = Stabilizer(backend, schema=Sentiment, vote=Vote(k=k, early_stop=False, gate=None), on_no_consensus="plurality")
     start = time.perf_counter()
     if concurrency == 1:
         results = stab.map(items, concurrency=1, progress=False)

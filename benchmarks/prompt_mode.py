@@ -3,7 +3,7 @@
     python benchmarks/prompt_mode.py [--backend served|local] [--limit N] [--dump PATH]
 
 What a user gets from a server that ignores ``response_format`` (``transformers serve``) or from a
-plain model call: ``Stabilizer(model, schema, vote=Vote(k=1), retry=Retry(attempts=3))`` over the
+plain model call: ``Stabilizer(model, schema, vote=Vote(k=1, gate=None), retry=Retry(attempts=3))`` over the
 task set (benchmarks/tasks.py), with the schema rendered in the prompt by ``Schema.render()`` and
 every output read by accord's extract stage. ``--backend served`` (the default) runs the embedded
 SmolLM2-135M-Instruct under ``transformers serve`` (float32, tests/servers.py) through
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         backend: Backend = Served(cache, stack) if args.backend == "served" else Local(cache)
         for n, item in enumerate(items, 1):
             schema = getattr(tasks, item["schema"].split(":")[1])
-            stab = accord.Stabilizer(backend, schema, vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), max_tokens=MAX_TOKENS)
+            stab = accord.Stabilizer(backend, schema, vote=accord.Vote(k=1, gate=None), retry=accord.Retry(attempts=3), max_tokens=MAX_TOKENS)
             try:
                 result = stab.run(item["prompt"])
             except accord.OutputError as error:
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dump.parent.mkdir(parents=True, exist_ok=True)
         args.dump.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in dumped))
     n = len(rows)
-    print(f"\nprompt mode, {args.backend}: {n} items of benchmarks/tasks.py, Vote(k=1), Retry(attempts=3), max_tokens={MAX_TOKENS}; "
+    print(f"\nprompt mode, {args.backend}: {n} items of benchmarks/tasks.py, Vote(k=1, gate=None), Retry(attempts=3), max_tokens={MAX_TOKENS}; "
           f"generations cached: {cache.hits} reused, {cache.misses} new")
     print(f"validity {sum(r['valid'] for r in rows) / n:.1%}  accuracy {sum(r['right'] for r in rows) / n:.1%}  "
           f"first call valid {sum(r['first_valid'] for r in rows) / n:.1%}  calls per item {sum(r['calls'] for r in rows) / n:.2f}")

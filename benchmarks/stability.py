@@ -146,9 +146,9 @@ def stabilizer_arm(**options: Any) -> Callable[[Deployment, dict[str, Any]], Out
 LOCAL_ARMS: dict[str, Callable[[Deployment, dict[str, Any]], Outcome]] = {
     "a": raw_arm,
     "a2": reader_arm,
-    "b": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=1), perturb=accord.Perturb(())),
-    "c": stabilizer_arm(vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), perturb=accord.Perturb(())),
-    "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False), on_no_consensus="plurality"),
+    "b": stabilizer_arm(vote=accord.Vote(k=1, gate=None), retry=accord.Retry(attempts=1), perturb=accord.Perturb(())),
+    "c": stabilizer_arm(vote=accord.Vote(k=1, gate=None), retry=accord.Retry(attempts=3), perturb=accord.Perturb(())),
+    "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False, gate=None), on_no_consensus="plurality"),
     "e": stabilizer_arm(),
 }
 

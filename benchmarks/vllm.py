@@ -20,7 +20,7 @@ Arms (every call greedy, ``max_tokens=48``):
                                     response_format (a bare type wrapped in ``{"answer": ...}``,
                                     as instructor wraps it); ``json.loads``, validated
   (c) accord default                ``Stabilizer(models.openai(base_url, model), schema)``
-  (d) fixed k=5 voting              ``Vote(k=5, early_stop=False)``, the plurality when no quorum
+  (d) fixed k=5 voting              ``Vote(k=5, early_stop=False, gate=None)``, the plurality when no quorum
   (e) instructor, JSON-schema mode  instructor (its own venv under .bench-cache) in
                                     ``Mode.JSON_SCHEMA`` against the same server, ``max_retries=2``
 
@@ -180,7 +180,7 @@ CALL_ARMS: dict[str, Callable[[Target, dict[str, Any]], Outcome]] = {
     "a": raw_arm,
     "b": format_arm,
     "c": stabilizer_arm(),
-    "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False), on_no_consensus="plurality"),
+    "d": stabilizer_arm(vote=accord.Vote(k=5, early_stop=False, gate=None), on_no_consensus="plurality"),
 }
 
 

@@ -48,7 +48,7 @@ def counting_llm(prompt: str) -> accord.Completion:
 
 try:
     accord.Stabilizer(counting_llm, Sentiment, vote=accord.Vote(k=9),
-                      budget=accord.Budget(max_tokens=100)).run("Review: 'ok pen'")
+                      budget=accord.Budget(max_total_tokens=100)).run("Review: 'ok pen'")
 except accord.BudgetExceeded as error:
     usage = error.result.usage
     print(f"BudgetExceeded: {error}")

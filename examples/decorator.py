@@ -42,13 +42,13 @@ print("raw texts          ->", [b.text for b in result.ballots])
 print("votes              ->", result.votes)
 
 # Write your own instructions? Turn the schema hint off.
-@accord.stabilize(schema=Sentiment, vote=accord.Vote(k=3), schema_in_prompt=False)
+@accord.stabilize(schema=Sentiment, vote=accord.Vote(k=3), prompting=accord.Prompting(schema_in_prompt=False))
 def classify_plain(prompt: str) -> str:
     seen_prompts.append(prompt)
     return "Neutral"
 
 
-print("schema_in_prompt=False ->", repr(classify_plain("Is 'ok pen' positive, negative or neutral?")),
+print("Prompting(schema_in_prompt=False) ->", repr(classify_plain("Is 'ok pen' positive, negative or neutral?")),
       "| prompt sent:", repr(seen_prompts[-1]))
 
 assert label == "positive" and result.value == "positive"

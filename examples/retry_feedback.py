@@ -22,10 +22,11 @@ class Review(BaseModel):
 
 
 GOOD = '{"stars": 5, "sentiment": "positive"}'
+PLAIN = accord.Prompting(schema_in_prompt=False)  # these scripted models cannot constrain: no schema in the prompt
 
 print("== 1. invalid output: the next attempt carries the errors (as data, rendered once)")
 model = accord.models.scripted(['{"stars": 7, "sentiment": "great"}', '{"stars": 9, "sentiment": "positive"}', GOOD])
-stab = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), schema_in_prompt=False)
+stab = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), retry=accord.Retry(attempts=3), prompting=PLAIN)
 result = stab.run("Review: 'Great pen, writes smoothly.'")
 for request in model.requests:
     print(f"--- attempt {request.attempt} sends:")
@@ -39,7 +40,7 @@ assert isinstance(third, str) and third.count("Your previous answer") == 1 and "
 
 print("\n== 2. unreadable output: the block says so")
 model = accord.models.scripted(["I would say it is a very good review overall.", GOOD])
-accord.Stabilizer(model, Review, vote=accord.Vote(k=1), schema_in_prompt=False).run("Review: 'Great pen.'")
+accord.Stabilizer(model, Review, vote=accord.Vote(k=1), prompting=PLAIN).run("Review: 'Great pen.'")
 print(model.requests[1].input)
 
 print("\n== 3. transient faults: backoff (tenacity wait) or the server's Retry-After, whichever is longer")
@@ -60,7 +61,7 @@ print("  default wait after 1..5 faults (0.5 * 2**(n-1) s + up to 0.5 s jitter, 
 
 print("\n== 4. truncated output (finish_reason='length'): same request, max_tokens times 2")
 model = accord.models.scripted([accord.Completion('{"stars": 5, "senti', finish_reason="length"), GOOD])
-result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), max_tokens=64).run("Review: 'Great pen.'")
+result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), settings=accord.Settings(max_tokens=64)).run("Review: 'Great pen.'")
 for request in model.requests:
     print(f"  attempt {request.attempt}: max_tokens={request.settings.max_tokens} feedback={request.feedback}")
 assert [r.settings.max_tokens for r in model.requests] == [64, 128]
@@ -68,7 +69,8 @@ assert [r.settings.max_tokens for r in model.requests] == [64, 128]
 print("\n== 5. a loop (finish_reason='loop'): feedback that names it, the same max_tokens")
 looped = '{"stars": 5, "sentiment": "' + "so good, so smooth " * 4
 model = accord.models.scripted([accord.Completion(looped, finish_reason="loop"), GOOD])
-result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), max_tokens=64, schema_in_prompt=False).run("Review: 'Great pen.'")
+result = accord.Stabilizer(model, Review, vote=accord.Vote(k=1), settings=accord.Settings(max_tokens=64),
+                           prompting=PLAIN).run("Review: 'Great pen.'")
 print("  ballot 1:", result.ballots[0].error["message"])
 print(f"  attempt 2: max_tokens={model.requests[1].settings.max_tokens}, sends:")
 print(model.requests[1].input)

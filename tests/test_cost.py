@@ -20,7 +20,7 @@ def said(text: str, prompt: int = 1000, completion: int = 100, **meta: Any) -> C
 
 def test_every_call_is_priced_and_the_result_sums_them() -> None:
     model = models.scripted([said('{"stars": 9, "sentiment": "positive"}'), said(GOOD), said(GOOD, 2000, 50)])
-    result = Stabilizer(model, schema=Review, vote=Vote(k=2), prices=PRICES).run("q")
+    result = Stabilizer(model, schema=Review, vote=Vote(k=2, gate=None), prices=PRICES).run("q")
     assert [b.status for b in result.ballots] == ["invalid", "valid", "valid"]
     costs = [b.usage.cost for b in result.ballots]
     assert costs == pytest.approx([0.0028, 0.0028, 0.0044])  # 1000 x 2 + 100 x 8 per million; the invalid call costs too
@@ -31,22 +31,22 @@ def test_a_price_is_found_by_the_model_asked_then_the_model_that_answered_then_t
     prices = Prices({"gpt-x-2024": (1.0, 1.0), "*": (10.0, 10.0)})
     asked = Prices({"scripted": (3.0, 3.0), "gpt-x-2024": (1.0, 1.0)})
     one = said(GOOD, 1_000_000, 0, model="gpt-x-2024")
-    assert Stabilizer(models.scripted([one]), schema=Review, vote=Vote(k=1), prices=asked).run("q").usage.cost == 3.0
-    assert Stabilizer(models.scripted([one]), schema=Review, vote=Vote(k=1), prices=prices).run("q").usage.cost == 1.0
+    assert Stabilizer(models.scripted([one]), schema=Review, vote=Vote(k=1, gate=None), prices=asked).run("q").usage.cost == 3.0
+    assert Stabilizer(models.scripted([one]), schema=Review, vote=Vote(k=1, gate=None), prices=prices).run("q").usage.cost == 1.0
     other = said(GOOD, 1_000_000, 0, model="unlisted")
-    assert Stabilizer(models.scripted([other]), schema=Review, vote=Vote(k=1), prices=prices).run("q").usage.cost == 10.0
-    unknown = Stabilizer(models.scripted([other]), schema=Review, vote=Vote(k=1), prices=Prices({"x": (1, 1)})).run("q")
+    assert Stabilizer(models.scripted([other]), schema=Review, vote=Vote(k=1, gate=None), prices=prices).run("q").usage.cost == 10.0
+    unknown = Stabilizer(models.scripted([other]), schema=Review, vote=Vote(k=1, gate=None), prices=Prices({"x": (1, 1)})).run("q")
     assert unknown.usage.cost is None and "cost" not in unknown.usage.to_dict()
 
 
 def test_a_cost_the_backend_reports_is_kept() -> None:
     reported = Completion(GOOD, "stop", Usage(10, 10, cost=0.5))
-    result = Stabilizer(models.scripted([reported]), schema=Review, vote=Vote(k=1), prices=PRICES).run("q")
+    result = Stabilizer(models.scripted([reported]), schema=Review, vote=Vote(k=1, gate=None), prices=PRICES).run("q")
     assert result.usage.cost == 0.5
 
 
 def test_calls_without_token_counts_have_no_cost() -> None:
-    result = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), prices=PRICES).run("q")
+    result = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), prices=PRICES).run("q")
     assert result.usage.cost is None and all(b.usage.cost is None for b in result.ballots)
 
 
@@ -58,20 +58,20 @@ def test_usage_sums_known_costs() -> None:
 def test_max_cost_ends_the_run_once_it_is_spent() -> None:
     texts = [GOOD, GOOD.replace("4", "2"), GOOD, GOOD.replace("4", "3"), GOOD]
     model = models.scripted([said(t, 1_000_000, 0) for t in texts])  # 2.0 a call
-    stab = Stabilizer(model, schema=Review, vote=Vote(k=5), prices=PRICES, budget=Budget(max_cost=3.0))
+    stab = Stabilizer(model, schema=Review, vote=Vote(k=5, gate=None), prices=PRICES, budget=Budget(max_cost=3.0))
     with pytest.raises(accord.BudgetExceeded) as raised:
         stab.run("q")
     result = raised.value.result
     assert result is not None and result.stopped_because == "budget"
     # the quorum's 3 calls started together (the budget is checked as calls finish); no call after
     assert result.calls == 3 and result.usage.cost == 6.0
-    unbounded = Stabilizer(models.scripted([said(t, 1_000_000, 0) for t in texts]), schema=Review, vote=Vote(k=5), prices=PRICES)
+    unbounded = Stabilizer(models.scripted([said(t, 1_000_000, 0) for t in texts]), schema=Review, vote=Vote(k=5, gate=None), prices=PRICES)
     assert unbounded.run("q").calls == 5
 
 
 def test_max_cost_counts_retries_too() -> None:
     bad = said('{"stars": 9, "sentiment": "positive"}', 1_000_000, 0)
-    stab = Stabilizer(models.scripted([bad] * 5), schema=Review, vote=Vote(k=1), retry=Retry(attempts=5), prices=PRICES,
+    stab = Stabilizer(models.scripted([bad] * 5), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=5), prices=PRICES,
                       budget=Budget(max_cost=4.0))
     with pytest.raises(accord.BudgetExceeded) as raised:
         stab.run("q")
@@ -95,7 +95,7 @@ def test_max_cost_needs_prices_and_prices_are_checked() -> None:
 def test_prices_are_not_in_the_ledger_key_and_costs_are_replayed(tmp_path: Any) -> None:
     with accord.Ledger(tmp_path / "l.sqlite3") as ledger:
         def stab(prices: Prices | None) -> Stabilizer[Any]:
-            return Stabilizer(models.scripted([said(GOOD)] * 3), schema=Review, vote=Vote(k=3), ledger=ledger, prices=prices)
+            return Stabilizer(models.scripted([said(GOOD)] * 3), schema=Review, vote=Vote(k=3, gate=None), ledger=ledger, prices=prices)
 
         assert ledger.key(stab(PRICES), "q") == ledger.key(stab(None), "q")
         first = stab(PRICES).run("q")
@@ -108,7 +108,7 @@ def test_prices_are_not_in_the_ledger_key_and_costs_are_replayed(tmp_path: Any) 
 @pytest.mark.model
 def test_the_local_model_is_priced_by_its_model_id(local_model: Any) -> None:
     prices = Prices({local_model.model_id: (1.0, 2.0)})
-    result = Stabilizer(local_model, schema=int, vote=Vote(k=1), prices=prices).run("What is 2 + 2?")
+    result = Stabilizer(local_model, schema=int, vote=Vote(k=1, gate=None), prices=prices).run("What is 2 + 2?")
     usage = result.usage
     assert usage.prompt_tokens and usage.completion_tokens
     assert usage.cost == pytest.approx((usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6)
@@ -124,7 +124,7 @@ def test_the_servers_hidden_probe_is_counted_in_the_ballot_that_made_it(openai_s
         value: int
 
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=16)
-    stab = Stabilizer(model, schema=Answer, vote=Vote(k=1), prices=Prices({"*": (1.0, 1.0)}), retry=Retry(attempts=1),
+    stab = Stabilizer(model, schema=Answer, vote=Vote(k=1, gate=None), prices=Prices({"*": (1.0, 1.0)}), retry=Retry(attempts=1),
                       on_no_consensus="plurality")
     prompt = 'What is 2 + 2? Answer as JSON {"value": N}.'
     first = stab.map([prompt])[0]  # the first call probes response_format (map: a failed run is a Result too)

@@ -366,4 +366,4 @@ def test_the_signature_check_catches_what_drifted() -> None:
     retry = ['attempts=3', 'transport_attempts=4', 'wait=...', 'grow_max_tokens=2.0', 'stop=None', 'transport_stop=None', 'grow_loops=False']
     assert any("max_wait" in p for p in signature_problems("accord.Retry", accord.Retry, retry, True))
     assert signature_problems("accord.Budget", accord.Budget, ["max_seconds=1", "max_calls=None", "max_tokens=None"], True)
-    assert not signature_problems("accord.Budget", accord.Budget, ["max_seconds=300.0", "max_calls=None", "max_tokens=None", "max_cost=None"], True)
+    assert not signature_problems("accord.Budget", accord.Budget, ["max_seconds=300.0", "max_calls=None", "max_total_tokens=None", "max_cost=None", "max_tokens=None"], True)

@@ -30,7 +30,7 @@ EXPECTED = {
     "decorator.py": [
         "classify(...)      -> 'positive'",
         "Answer with exactly one of: positive, negative, neutral.",
-        "schema_in_prompt=False -> 'neutral'",
+        "Prompting(schema_in_prompt=False) -> 'neutral'",
     ],
     "fieldwise.py": [
         "NoConsensus; votes:",

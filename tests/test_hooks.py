@@ -34,7 +34,7 @@ class Seen:
 
 def test_every_hook_sees_the_run_in_order() -> None:
     seen = Seen()
-    stab = Stabilizer(models.scripted([BAD, GOOD]), schema=Review, vote=Vote(k=1), hooks=seen.hooks())
+    stab = Stabilizer(models.scripted([BAD, GOOD]), schema=Review, vote=Vote(k=1, gate=None), hooks=seen.hooks())
     result = stab.run("q")
     assert seen.events == [
         ("request", (0, 1)),
@@ -49,7 +49,7 @@ def test_every_hook_sees_the_run_in_order() -> None:
 def test_on_retry_gets_the_failed_ballot_and_the_wait() -> None:
     events: list[RetryEvent] = []
     fault = BackendError("busy", retryable=True, status=429, retry_after=0.05)
-    stab = Stabilizer(models.scripted([fault, GOOD]), schema=Review, vote=Vote(k=1), hooks=Hooks(on_retry=events.append))
+    stab = Stabilizer(models.scripted([fault, GOOD]), schema=Review, vote=Vote(k=1, gate=None), hooks=Hooks(on_retry=events.append))
     stab.run("q")
     [event] = events
     assert event.reason == "fault" and event.attempt == 2 and event.wait >= 0.05
@@ -59,7 +59,7 @@ def test_on_retry_gets_the_failed_ballot_and_the_wait() -> None:
 def test_on_error_gets_the_typed_error_with_every_ballot() -> None:
     errors: list[accord.AccordError] = []
     results: list[Any] = []
-    stab = Stabilizer(models.scripted(["no"] * 4), schema=Review, vote=Vote(k=1), retry=Retry(attempts=2),
+    stab = Stabilizer(models.scripted(["no"] * 4), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=2),
                       hooks=Hooks(on_error=errors.append, on_result=results.append))
     with pytest.raises(accord.InvalidOutput) as raised:
         stab.run("q")
@@ -82,7 +82,7 @@ def test_async_hooks_are_awaited_before_the_call_starts() -> None:
     async def after(ballot: accord.Ballot) -> None:
         order.append(f"ballot {ballot.slot}")
 
-    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=2, early_stop=False),
+    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=2, early_stop=False, gate=None),
                       hooks=Hooks(before_request=pace, after_ballot=after))
     asyncio.run(stab.arun("q"))
     assert order[:2] == ["paced 0", "paced 1"] and sorted(order[2:4]) == ["called 0", "called 1"]
@@ -99,7 +99,7 @@ def test_async_hooks_work_under_the_sync_run_too() -> None:
     async def request_hook(request: Request) -> None:
         done.append(request.ballot)
 
-    stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), hooks=Hooks(before_request=request_hook, on_result=result_hook))
+    stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), hooks=Hooks(before_request=request_hook, on_result=result_hook))
     result = stab.run("q")
     assert done == [0, 1, result.value]
 
@@ -112,10 +112,10 @@ def test_a_hook_that_raises_is_logged_and_never_breaks_the_run(caplog: pytest.Lo
         raise ValueError("async hook bug")
 
     hooks = Hooks(before_request=broken, after_ballot=broken_async, on_retry=broken, on_result=broken)
-    stab = Stabilizer(models.scripted([BAD, GOOD]), schema=Review, vote=Vote(k=1), hooks=hooks)
+    stab = Stabilizer(models.scripted([BAD, GOOD]), schema=Review, vote=Vote(k=1, gate=None), hooks=hooks)
     with caplog.at_level(logging.ERROR, logger="accord"):
         result = stab.run("q")
-        arun = asyncio.run(Stabilizer(models.scripted([GOOD]), schema=Review, vote=Vote(k=1), hooks=hooks).arun("q"))
+        arun = asyncio.run(Stabilizer(models.scripted([GOOD]), schema=Review, vote=Vote(k=1, gate=None), hooks=hooks).arun("q"))
     assert result.value == Review(stars=4, sentiment="positive") and arun.value == result.value
     failed = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     for name in ("before_request", "after_ballot", "on_retry", "on_result"):
@@ -131,7 +131,7 @@ def test_map_calls_the_hooks_of_every_prompt() -> None:
         await asyncio.sleep(0.01)
         return "nope" if "bad" in str(prompt) else GOOD
 
-    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=1), retry=Retry(attempts=1),
+    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=1),
                       hooks=Hooks(on_result=lambda r: values.append(r.value), on_error=lambda e: errors.append(type(e).__name__)))
     results = stab.map(["a", "bad", "c"], concurrency=2)
     assert [r.ok for r in results] == [True, False, True]
@@ -141,7 +141,7 @@ def test_map_calls_the_hooks_of_every_prompt() -> None:
 def test_a_ledger_replay_ends_in_on_result(tmp_path: Any) -> None:
     values: list[bool] = []
     with accord.Ledger(tmp_path / "l.sqlite3") as ledger:
-        stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), ledger=ledger,
+        stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), ledger=ledger,
                           hooks=Hooks(on_result=lambda r: values.append(r.replayed)))
         stab.run("q")
         stab.run("q")
@@ -161,8 +161,8 @@ def test_hooks_do_not_change_the_result() -> None:
     def summary(result: accord.Result[Any]) -> tuple[Any, ...]:
         return result.value, result.votes, result.stopped_because, [(b.slot, b.attempt, b.status) for b in result.ballots]
 
-    plain = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5)).run("q")
-    hooked = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5), hooks=Seen().hooks()).run("q")
+    plain = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5, gate=None)).run("q")
+    hooked = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5, gate=None), hooks=Seen().hooks()).run("q")
     assert summary(plain) == summary(hooked)
 
 
@@ -170,7 +170,7 @@ def test_hooks_do_not_change_the_result() -> None:
 
 
 def test_runs_and_ballots_are_logged_with_structured_fields(caplog: pytest.LogCaptureFixture) -> None:
-    stab = Stabilizer(models.scripted([BAD, GOOD, GOOD]), schema=Review, vote=Vote(k=2))
+    stab = Stabilizer(models.scripted([BAD, GOOD, GOOD]), schema=Review, vote=Vote(k=2, gate=None))
     with caplog.at_level(logging.DEBUG, logger="accord"):
         result = stab.run("q")
     ballots = [r for r in caplog.records if getattr(r, "accord_event", None) == "ballot"]
@@ -183,7 +183,7 @@ def test_runs_and_ballots_are_logged_with_structured_fields(caplog: pytest.LogCa
 
 
 def test_a_failed_run_is_logged_with_its_error_type(caplog: pytest.LogCaptureFixture) -> None:
-    stab = Stabilizer(models.scripted(["no"] * 2), schema=Review, vote=Vote(k=1), retry=Retry(attempts=2))
+    stab = Stabilizer(models.scripted(["no"] * 2), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=2))
     with caplog.at_level(logging.INFO, logger="accord"), pytest.raises(accord.InvalidOutput):
         stab.run("q")
     [run] = [r for r in caplog.records if getattr(r, "accord_event", None) == "run"]
@@ -202,7 +202,7 @@ def test_logging_off_costs_no_field_building(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(_loop, "ballot_fields", counted)
     logging.getLogger("accord").setLevel(logging.WARNING)
     try:
-        Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3)).run("q")
+        Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None)).run("q")
     finally:
         logging.getLogger("accord").setLevel(logging.NOTSET)
     assert built == []
@@ -220,7 +220,7 @@ def test_the_local_model_calls_every_hook_and_logs_each_ballot(local_model: Any,
         await asyncio.sleep(0)
         awaited.append(ballot.slot)
 
-    stab = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False), hooks=seen.hooks())
+    stab = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False, gate=None), hooks=seen.hooks())
     with caplog.at_level(logging.DEBUG, logger="accord"):
         result = stab.run("Review: 'Great pen, writes smoothly, five stars.' Give stars and sentiment.")
     kinds = [kind for kind, _ in seen.events]
@@ -228,7 +228,7 @@ def test_the_local_model_calls_every_hook_and_logs_each_ballot(local_model: Any,
     assert kinds[-1] == "result" and seen.events[-1][1] == result.value
     ballots = [r for r in caplog.records if getattr(r, "accord_event", None) == "ballot"]
     assert len(ballots) == result.calls and all(r.accord_prompt_tokens > 0 for r in ballots)  # type: ignore[attr-defined]
-    asynced = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False), hooks=Hooks(after_ballot=after))
+    asynced = Stabilizer(local_model, schema=Review, vote=Vote(k=2, early_stop=False, gate=None), hooks=Hooks(after_ballot=after))
     again = asyncio.run(asynced.arun("Review: 'Great pen, writes smoothly, five stars.' Give stars and sentiment."))
     assert sorted(awaited) == sorted(b.slot for b in again.ballots)
 
@@ -243,7 +243,7 @@ def test_the_server_calls_every_hook_and_a_raising_hook_breaks_nothing(openai_se
     seen = Seen()
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=8)
     hooks = Hooks(before_request=broken, after_ballot=seen.hooks().after_ballot, on_result=seen.hooks().on_result, on_error=seen.hooks().on_error)
-    stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False), hooks=hooks)
+    stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False, gate=None), hooks=hooks)
     with caplog.at_level(logging.INFO, logger="accord"):
         [result] = stab.map(["What is 2 + 2? Answer with the number only."])  # map: a failed run is a Result too
     assert [kind for kind, _ in seen.events].count("ballot") == result.calls >= 2

@@ -66,20 +66,20 @@ def probe_and(answer: str) -> Server:
 def test_the_probe_asks_for_alternatives_and_a_compact_server_stays_compact_until_an_answer_says_otherwise():
     server = probe_and('{"name":"Alice","age":30}')
     backend = sync_backend(server)
-    Stabilizer(backend, schema=Person, vote=Vote(k=1)).run("Alice is 30.")
+    Stabilizer(backend, schema=Person, vote=Vote(k=1, gate=None)).run("Alice is 30.")
     (probe,) = [b for b in server.bodies if is_probe(b)]
     assert probe["logprobs"] is True and probe["top_logprobs"] == 5
     key = (backend.servers[0].shown, "m")
     assert backend.capabilities.get(key).whitespace == "compact"
     server.answer = lambda body: chat('{"name": "Alice", "age": 30}')
-    Stabilizer(backend, schema=Person, vote=Vote(k=1)).run("Alice is 31.")
+    Stabilizer(backend, schema=Person, vote=Vote(k=1, gate=None)).run("Alice is 31.")
     assert backend.capabilities.get(key).whitespace == "free"
 
 
 def test_a_free_probe_answer_is_enough():
     server = Server(lambda body: chat('{\n    "probe": 1\n}') if is_probe(body) else chat('{"name":"Alice","age":30}'))
     backend = sync_backend(server)
-    Stabilizer(backend, schema=Person, vote=Vote(k=1)).run("Alice is 30.")
+    Stabilizer(backend, schema=Person, vote=Vote(k=1, gate=None)).run("Alice is 30.")
     assert backend.describe()["servers"][0]["capabilities"]["whitespace"] == "free"
 
 
@@ -110,7 +110,7 @@ def test_the_referee_asks_the_reference_the_servers_prompt_and_the_json_schema_t
     server = probe_and('{"answer":"a"}')
     backend = sync_backend(server)
     schema = Schema.of(Literal["a", "b"])
-    Stabilizer(backend, schema=schema, vote=Vote(k=1)).run("Pick.")  # probed: response_format honoured
+    Stabilizer(backend, schema=schema, vote=Vote(k=1, gate=None)).run("Pick.")  # probed: response_format honoured
     recorder = Recorder()
     referee = Referee(recorder, backend)
     completion = referee.generate(Request("Pick.", "Pick.", schema, Settings()))

@@ -63,11 +63,11 @@ def stabilizers(ledger: Ledger | None = None, **says: Says) -> dict[str, Stabili
     return {
         "review": Stabilizer(model("review"), Review, ledger=ledger),
         "sentiment": Stabilizer(model("sentiment"), sentiment, ledger=ledger),
-        "count": Stabilizer(model("count"), int, ledger=ledger, vote=Vote(k=1), retry=Retry(attempts=2)),
-        "split": Stabilizer(model("split"), sentiment, ledger=ledger, vote=Vote(k=2, quorum=2),
+        "count": Stabilizer(model("count"), int, ledger=ledger, vote=Vote(k=1, gate=None), retry=Retry(attempts=2)),
+        "split": Stabilizer(model("split"), sentiment, ledger=ledger, vote=Vote(k=2, quorum=2, gate=None),
                             on_no_consensus="plurality"),
         "tuned": Stabilizer(model("tuned", "other-model"), sentiment, ledger=ledger,
-                            vote=Vote(k=3, quorum=2, early_stop=False), retry=Retry(attempts=4, grow_max_tokens=1.5),
+                            vote=Vote(k=3, quorum=2, early_stop=False, gate=None), retry=Retry(attempts=4, grow_max_tokens=1.5),
                             normalize=[accord.casefold], temperature=0.7, max_tokens=16, seed=7),
     }
 

@@ -75,7 +75,7 @@ def sibling(local_model: Any, **options: Any) -> TransformersBackend:
 
 
 def test_extracts_a_validated_nested_model(local_model: Any) -> None:
-    result = accord.Stabilizer(local_model, schema=Person, vote=accord.Vote(k=1)).run(
+    result = accord.Stabilizer(local_model, schema=Person, vote=accord.Vote(k=1, gate=None)).run(
         "Extract the person: John Smith is 42 years old and lives in Paris, France."
     )
     assert result.value == Person(name="John Smith", age=42, address=Address(city="Paris", country="France"))
@@ -89,7 +89,7 @@ def test_literal_choice(local_model: Any) -> None:
     completion = ask(local_model, prompt, Literal["positive", "negative", "neutral"])
     assert completion.text in {"positive", "Positive", "negative", "Negative", "neutral", "Neutral"}
     result = accord.Stabilizer(local_model, schema=Literal["positive", "negative", "neutral"],
-                               vote=accord.Vote(k=3)).run(prompt)
+                               vote=accord.Vote(k=3, gate=None)).run(prompt)
     assert result.value == "negative"
     assert result.agreement == 1.0 and result.calls == 2  # greedy ballots agree; the quorum of 2 decides
 
@@ -114,7 +114,7 @@ def test_range_violation_is_retried_with_feedback(local_model: Any) -> None:
     # field, validation rejects it, and the retry carries the error back to the model.
     model = Recording(sibling(local_model, engine=["outlines_core"]))
     prompt = "The critic gave the film 34 points. How many stars?"
-    result = accord.Stabilizer(model, schema=Review, vote=accord.Vote(k=1), retry=accord.Retry(attempts=3)).run(prompt)
+    result = accord.Stabilizer(model, schema=Review, vote=accord.Vote(k=1, gate=None), retry=accord.Retry(attempts=3)).run(prompt)
     first = result.ballots[0]
     assert first.status == "invalid" and first.text is not None and json.loads(first.text) == {"stars": 34}
     assert first.error is not None

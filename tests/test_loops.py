@@ -143,7 +143,7 @@ def looped(text: str = HEAD + SENTENCE * 3, tokens: int = 40) -> Completion:
 
 def test_a_loop_is_recorded_and_asked_again_with_feedback_never_more_tokens() -> None:
     model = models.scripted([looped(), GOOD])
-    result = Stabilizer(model, Ticket, vote=Vote(k=1), max_tokens=256).run("Ticket: charged twice.")
+    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), max_tokens=256).run("Ticket: charged twice.")
     assert result.value is not None and result.value.summary == "Charged twice."
     first = result.ballots[0]
     assert first.status == "invalid" and first.finish_reason == "loop"
@@ -163,7 +163,7 @@ def test_a_loop_is_recorded_and_asked_again_with_feedback_never_more_tokens() ->
 def test_when_every_attempt_loops_the_error_says_so() -> None:
     model = models.scripted([looped()] * 3)
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1)).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
     message = str(caught.value)
     assert message.startswith("no valid output in 3 calls (3 looped); last: the output looped in `summary`")
     assert "Field required" not in message
@@ -174,7 +174,7 @@ def test_a_cut_off_without_a_loop_names_the_cut_and_the_field_and_is_grown() -> 
     cut = Completion(HEAD + "The customer was charged twice for one order and", "length")
     model = models.scripted([cut, cut, cut])
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1), max_tokens=64).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), max_tokens=64).run("Ticket: charged twice.")
     message = str(caught.value)
     assert message == ("no valid output in 3 calls (3 cut off at max_tokens); "
                        "last: the output was cut off at max_tokens=256 inside `summary`")
@@ -186,14 +186,14 @@ def test_a_cut_off_without_a_loop_names_the_cut_and_the_field_and_is_grown() -> 
 def test_a_budget_that_runs_out_on_loops_names_them() -> None:
     model = models.scripted([looped()] * 9)
     with pytest.raises(accord.BudgetExceeded) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=3), budget=Budget(max_calls=4)).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=Vote(k=3, gate=None), budget=Budget(max_calls=4)).run("Ticket: charged twice.")
     assert caught.value.cause == "invalid output (loop)"
     assert "4 of 4 failed calls: looped (last: the output looped in `summary`" in str(caught.value)
 
 
 def test_a_value_that_closed_before_the_loop_is_kept() -> None:
     model = models.scripted([Completion(GOOD + " " * 80, LOOP)])
-    result = Stabilizer(model, Ticket, vote=Vote(k=1)).run("Ticket: charged twice.")
+    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
     assert result.value is not None and result.ballots[0].status == "valid" and result.ballots[0].finish_reason == "loop"
 
 
@@ -211,7 +211,7 @@ class Clock:
 def test_a_hung_backend_ends_at_the_default_bound_and_none_lifts_it() -> None:
     assert Budget().max_seconds == DEFAULT_MAX_SECONDS
     clock = Clock()
-    flow = decide("q", Schema.of(Ticket), models.scripted([]), Policy(vote=Vote(k=1)), clock)
+    flow = decide("q", Schema.of(Ticket), models.scripted([]), Policy(vote=Vote(k=1, gate=None)), clock)
     step = next(flow)
     assert step.timeout == DEFAULT_MAX_SECONDS  # the driver wakes the loop at the bound, the call still hanging
     clock.now += DEFAULT_MAX_SECONDS
@@ -220,7 +220,7 @@ def test_a_hung_backend_ends_at_the_default_bound_and_none_lifts_it() -> None:
     result = stop.value.value
     assert isinstance(result.error, accord.BudgetExceeded) and result.stopped_because == "budget"
     assert [b.status for b in result.ballots] == ["cancelled"] and result.ballots[0].seconds == DEFAULT_MAX_SECONDS
-    lifted = decide("q", Schema.of(Ticket), models.scripted([]), Policy(vote=Vote(k=1), budget=Budget(max_seconds=None)), clock)
+    lifted = decide("q", Schema.of(Ticket), models.scripted([]), Policy(vote=Vote(k=1, gate=None), budget=Budget(max_seconds=None)), clock)
     step = next(lifted)
     assert step.timeout is None
     clock.now += 100 * DEFAULT_MAX_SECONDS
@@ -235,7 +235,7 @@ def test_a_hung_function_ends_at_a_short_bound_in_real_time() -> None:
 
     start = time.perf_counter()
     with pytest.raises(accord.BudgetExceeded):
-        Stabilizer(hanging, Ticket, vote=Vote(k=1), budget=Budget(max_seconds=0.3)).run("q")
+        Stabilizer(hanging, Ticket, vote=Vote(k=1, gate=None), budget=Budget(max_seconds=0.3)).run("q")
     assert time.perf_counter() - start < 3
 
 
@@ -262,7 +262,7 @@ def test_a_streamed_loop_is_cut_and_the_stream_closed(fake_upstream: Any) -> Non
     model = http(fake_upstream, streamed=True, max_tokens=256)
     start = time.perf_counter()
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1), schema_in_prompt=False).run(prompt)
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), schema_in_prompt=False).run(prompt)
     assert time.perf_counter() - start < 20  # the fake streams for 60 s unless the stream is closed
     ballots = caught.value.result.ballots
     assert [(b.status, b.finish_reason) for b in ballots] == [("invalid", "loop")] * 3
@@ -292,7 +292,7 @@ def test_a_whole_answer_that_loops_to_max_tokens_is_a_loop_found_after_the_fact(
     prompt = f"Ticket 3: a bank dispute. {DIRECTIVE}"
     model = http(fake_upstream, max_tokens=64)  # not streamed: the server runs to max_tokens
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1), schema_in_prompt=False).run(prompt)
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), schema_in_prompt=False).run(prompt)
     first = caught.value.result.ballots[0]
     assert first.finish_reason == "length" and first.error is not None and first.error["loop"]["stopped"] == "at max_tokens"
     assert all(b.error is not None and b.error["stage"] == "loop" for b in caught.value.result.ballots)
@@ -315,7 +315,7 @@ def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback
 
     monkeypatch.setattr(local_model, "generate", recording)
     try:
-        ballots = Stabilizer(local_model, Ticket, vote=Vote(k=1), retry=Retry(attempts=2)).run(BANK).ballots
+        ballots = Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None), retry=Retry(attempts=2)).run(BANK).ballots
     except accord.InvalidOutput as error:
         ballots = error.result.ballots  # the retry may loop too: what is tested is how it was asked
     first = ballots[0]
@@ -331,7 +331,7 @@ def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback
 
 def test_the_embedded_model_looping_on_every_attempt_ends_in_an_error_that_says_so(local_model: Any) -> None:
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(local_model, Ticket, vote=Vote(k=1), retry=Retry(attempts=1)).run(BANK)
+        Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None), retry=Retry(attempts=1)).run(BANK)
     assert str(caught.value).startswith("no valid output in 1 calls (1 looped); last: the output looped in `summary`: ")
     assert "Field required" not in str(caught.value)
 

@@ -81,7 +81,7 @@ def sync_backend(server: Server, **options: Any) -> Any:
 
 
 def run(model: Any, schema: Any = Person, prompt: Any = "Alice is 30.", **options: Any) -> accord.Result[Any]:
-    return Stabilizer(model, schema=schema, **{"vote": Vote(k=1), **options}).run(prompt)
+    return Stabilizer(model, schema=schema, **{"vote": Vote(k=1, gate=None), **options}).run(prompt)
 
 
 def request(schema: Any = Person, **settings: Any) -> Request:
@@ -348,7 +348,7 @@ def test_agenerate_is_natively_async_on_the_async_client():
     backend = models.openai(client, model="m", structured=False, capabilities=Capabilities())
 
     async def main():
-        return await Stabilizer(backend, schema=Person, vote=Vote(k=3)).arun("Alice is 30."), threading.get_ident()
+        return await Stabilizer(backend, schema=Person, vote=Vote(k=3, gate=None)).arun("Alice is 30."), threading.get_ident()
 
     result, loop_thread = asyncio.run(main())
     assert result.value.age == 30 and len(server.bodies) == 2
@@ -375,7 +375,7 @@ def test_the_twin_client_is_derived_from_the_given_one():
 def test_each_event_loop_gets_its_own_async_client():
     with JsonServer() as url:
         backend = models.openai(base_url=url, model="m", structured=False)
-        stab = Stabilizer(backend, schema=Person, vote=Vote(k=1))
+        stab = Stabilizer(backend, schema=Person, vote=Vote(k=1, gate=None))
         first = asyncio.run(stab.arun("a"))
         second = asyncio.run(stab.arun("b"))  # a pooled connection of the closed loop would fail here
         assert first.value == second.value == Person(name="Alice", age=30)

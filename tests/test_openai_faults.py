@@ -72,7 +72,7 @@ def backend(handler: Callable[[httpx.Request], httpx.Response], **options: Any) 
 
 
 def decide(model: Any, **options: Any) -> accord.Result[Any]:
-    options = {"vote": Vote(k=1), "retry": FAST, "budget": Budget(max_seconds=20), **options}
+    options = {"vote": Vote(k=1, gate=None), "retry": FAST, "budget": Budget(max_seconds=20), **options}
     return Stabilizer(model, schema=Person, **options).run("Alice is 30.")
 
 
@@ -234,7 +234,7 @@ def test_a_server_that_never_answers_is_ended_by_the_budget():
 def test_a_server_that_never_answers_is_ended_by_the_budget_async():
     with LoopbackServer(LoopbackServer.hang) as server:
         model = models.openai(base_url=server.url, model="m", structured=False)
-        stab = Stabilizer(model, schema=Person, vote=Vote(k=3), budget=Budget(max_seconds=1.0))
+        stab = Stabilizer(model, schema=Person, vote=Vote(k=3, gate=None), budget=Budget(max_seconds=1.0))
         started = time.monotonic()
         with pytest.raises(accord.BudgetExceeded):
             asyncio.run(stab.arun("Alice is 30."))

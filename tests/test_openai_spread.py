@@ -169,7 +169,7 @@ def overlapping(spans: list[tuple[float, float]]) -> bool:
 def test_ballots_of_one_prompt_go_one_at_a_time_each_with_its_batch_neighbours(slow_server, mode):
     url, log = slow_server
     backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities())
-    stab = Stabilizer(backend, schema=Person, vote=Vote(k=3, early_stop=False))
+    stab = Stabilizer(backend, schema=Person, vote=Vote(k=3, early_stop=False, gate=None))
     result = stab.run("Alice is 30.") if mode == "sync" else asyncio.run(stab.arun("Alice is 30."))
     assert result.calls == 3 and result.value == Person(name="Alice", age=30)
     ballots = [(s, e) for s, e, neighbour in log if not neighbour]
@@ -185,7 +185,7 @@ def test_ballots_of_one_prompt_go_one_at_a_time_each_with_its_batch_neighbours(s
 def test_ballots_of_different_prompts_still_run_concurrently(slow_server):
     url, log = slow_server
     backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities())
-    stab = Stabilizer(backend, schema=Person, vote=Vote(k=1))
+    stab = Stabilizer(backend, schema=Person, vote=Vote(k=1, gate=None))
     start = time.monotonic()
     results = stab.map([f"Alice is {n}." for n in range(6)], concurrency=6)
     assert all(r.error is None for r in results) and time.monotonic() - start < 0.15 * 6 * 0.8
@@ -203,7 +203,7 @@ def test_a_map_keeps_its_concurrency_in_flight_while_ballots_of_one_prompt_wait_
     # first prompt's waiting ballots held slots); tests/test_map.py counts the slots exactly
     url, log = slow_server
     backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities())
-    stab = Stabilizer(backend, schema=Person, vote=Vote(k=3, early_stop=False))
+    stab = Stabilizer(backend, schema=Person, vote=Vote(k=3, early_stop=False, gate=None))
     results = stab.map([f"Alice is 30. ({n})" for n in range(8)], concurrency=4)
     assert all(r.error is None and r.calls == 3 for r in results)
     ballots = [(s, e) for s, e, neighbour in log if not neighbour]
@@ -213,7 +213,7 @@ def test_a_map_keeps_its_concurrency_in_flight_while_ballots_of_one_prompt_wait_
 def test_spread_off_sends_the_quorum_at_once_without_neighbours(slow_server):
     url, log = slow_server
     backend = models.openai(base_url=url, model="m", structured=False, capabilities=Capabilities(), spread=False)
-    result = Stabilizer(backend, schema=Person, vote=Vote(k=5)).run("Alice is 30.")
+    result = Stabilizer(backend, schema=Person, vote=Vote(k=5, gate=None)).run("Alice is 30.")
     assert result.calls == 3 and not any(neighbour for _, _, neighbour in log)
     assert overlapping([(s, e) for s, e, _ in log])
 

@@ -36,7 +36,7 @@ def test_gap_change_measures_the_leader_gap() -> None:
 
 
 def test_each_ballot_records_its_perturbation(local_model: TransformersBackend) -> None:
-    stab = Stabilizer(local_model, Literal["positive", "negative", "neutral"], vote=Vote(k=3, early_stop=False))
+    stab = Stabilizer(local_model, Literal["positive", "negative", "neutral"], vote=Vote(k=3, early_stop=False, gate=None))
     result = stab.run(PROMPT)
     assert {b.slot: b.meta.get("perturbation") for b in result.ballots} == {0: None, 1: "precision", 2: "batch"}
     assert result.environment["perturbations"] == ["batch", "precision"]
@@ -99,12 +99,12 @@ def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model
     """Its precision ballot is the float32 deployment's own computation, bit for bit."""
     bf16 = accord.models.local(dtype="bfloat16")
     schema = Literal["positive", "negative", "neutral"]
-    ours = sorted(Stabilizer(bf16, schema, vote=Vote(k=3, early_stop=False)).run(PROMPT).ballots, key=lambda b: b.slot)
+    ours = sorted(Stabilizer(bf16, schema, vote=Vote(k=3, early_stop=False, gate=None)).run(PROMPT).ballots, key=lambda b: b.slot)
     assert [b.meta["dtype"] for b in ours] == ["bfloat16", "float32", "float32"]  # ballots finish in any order
-    theirs = Stabilizer(local_model, schema, vote=Vote(k=1)).run(PROMPT)
+    theirs = Stabilizer(local_model, schema, vote=Vote(k=1, gate=None)).run(PROMPT)
     assert ours[1].text == theirs.ballots[0].text
     assert ours[1].min_margin == theirs.ballots[0].min_margin
-    own = Stabilizer(bf16, schema, vote=Vote(k=2, early_stop=False), perturb=Perturb(reference=None)).run(PROMPT)
+    own = Stabilizer(bf16, schema, vote=Vote(k=2, early_stop=False, gate=None), perturb=Perturb(reference=None)).run(PROMPT)
     assert [b.meta["dtype"] for b in sorted(own.ballots, key=lambda b: b.slot)] == ["bfloat16", "float32"]  # a cast of the bf16 weights
     with pytest.raises(accord.ConfigError):
         Perturb(reference="float64")

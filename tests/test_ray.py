@@ -26,7 +26,7 @@ from accord import Ledger, Vote, models  # noqa: E402
 from accord.integrations.ray import COLUMNS, Recipe, Stabilize, stabilize_dataset  # noqa: E402
 from ray_parts import Registry, Row, calls, counted, vllm, word  # noqa: E402
 
-VOTE = Vote(k=3)  # a backend that always agrees: 2 calls a row (unanimous after 2 of 3)
+VOTE = Vote(k=3, gate=None)  # a backend that always agrees: 2 calls a row (unanimous after 2 of 3)
 MOST_CALLS = VOTE.k * accord.Retry().attempts  # what the policy lets one prompt's decision make
 
 
@@ -54,7 +54,7 @@ def test_a_batch_comes_back_with_its_answers_and_a_failed_row_never_fails_it(tmp
 
 
 def test_fail_on_error_fails_the_batch_and_bad_columns_are_named(tmp_path):
-    recipe = Recipe(counted(0.0, tmp_path / "calls"), Row, vote=Vote(k=1))
+    recipe = Recipe(counted(0.0, tmp_path / "calls"), Row, vote=Vote(k=1, gate=None))
     with Stabilize(recipe, fail_on_error=True) as stab, pytest.raises(accord.AccordError, match=r"row 1 of the batch failed \(InvalidOutput\)"):
         stab(pa.table({"prompt": ["row 1", "nothing"]}))
     with Stabilize(recipe, column="text") as stab:
@@ -68,7 +68,7 @@ def test_fail_on_error_fails_the_batch_and_bad_columns_are_named(tmp_path):
 
 def test_a_recipe_checks_its_options_and_never_shows_a_password():
     with pytest.raises(accord.ConfigError, match=r"unknown options \['votes'\]"):
-        Recipe(lambda: models.scripted(["x"]), str, votes=Vote(k=1))
+        Recipe(lambda: models.scripted(["x"]), str, votes=Vote(k=1, gate=None))
     with pytest.raises(accord.ConfigError, match=r"must be a DSN or a file path"):
         Recipe(lambda: models.scripted(["x"]), str, ledger=Ledger)
     with pytest.raises(accord.ConfigError, match="must be a function that returns a backend"):
@@ -90,7 +90,7 @@ def test_an_async_backend_runs_concurrently_within_the_bound():
         in_flight -= 1
         return "yes"
 
-    recipe = Recipe(lambda: models.function(model, name="async-yes"), Literal["yes", "no"], vote=Vote(k=1))
+    recipe = Recipe(lambda: models.function(model, name="async-yes"), Literal["yes", "no"], vote=Vote(k=1, gate=None))
     with Stabilize(recipe, concurrency=3) as stab:
         out = stab(pa.table({"prompt": [f"q{i}" for i in range(12)]}))
     assert out.column("value").to_pylist() == ['"yes"'] * 12
@@ -176,7 +176,7 @@ def test_the_real_vllm_behind_ray(ray_cluster, vllm_server):
     model = functools.partial(vllm, vllm_server.url, vllm_server.model)
     questions = ["Is Paris the capital of France?", "Is the sun cold?"]  # two rows: a 135M model on a shared CPU
     ds = ray.data.from_items([{"prompt": f"Answer yes or no. {q}"} for q in questions])
-    out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1)), actors=1, num_cpus=0.5).take_all())
+    out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1, gate=None)), actors=1, num_cpus=0.5).take_all())
     got = out.to_pylist()
     assert len(got) == 2 and all(r["error_type"] is None for r in got), got
     assert all(json.loads(r["value"]) in ("yes", "no") and r["calls"] >= 1 and r["prompt_tokens"] > 0 for r in got)

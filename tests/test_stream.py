@@ -73,7 +73,7 @@ def aevents(stab: Stabilizer[Any], prompt: str = "q") -> tuple[list[Partial[Any]
 @pytest.mark.parametrize("blocking", [False, True], ids=["in place", "threads"])
 def test_the_first_ballot_streams_as_partial_values_then_the_result(collect: Any, blocking: bool) -> None:
     model = Typing([GOOD, GOOD, GOOD], blocking=blocking)
-    partials, decided = collect(Stabilizer(model, schema=Review, vote=Vote(k=3)))
+    partials, decided = collect(Stabilizer(model, schema=Review, vote=Vote(k=3, gate=None)))
     assert "".join(p.text for p in partials[-1:]) == GOOD and [p.text for p in partials] == [GOOD[: i + 4] for i in range(0, len(GOOD), 4)]
     assert partials[0].data is None or partials[0].data == {}
     assert any(p.data == {"stars": 4} and p.value is None for p in partials)  # a field in, the rest to come
@@ -94,14 +94,14 @@ def test_unfinished_strings_grow_and_unfinished_numbers_wait() -> None:
 
 def test_the_last_event_says_when_the_vote_changed_the_answer() -> None:
     model = Typing([OTHER, GOOD, GOOD])  # the first ballot says 2 stars; the vote says 4
-    partials, decided = events(Stabilizer(model, schema=Review, vote=Vote(k=3)))
+    partials, decided = events(Stabilizer(model, schema=Review, vote=Vote(k=3, gate=None)))
     assert partials[-1].value is not None and partials[-1].value.stars == 2
     assert decided.result.value is not None and decided.result.value.stars == 4 and decided.changed is True
 
 
 def test_a_retry_of_the_first_ballot_streams_again_from_the_start() -> None:
     model = Typing(['{"stars": 9, "sentiment": "positive"}', GOOD])
-    partials, decided = events(Stabilizer(model, schema=Review, vote=Vote(k=1)))
+    partials, decided = events(Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None)))
     attempts = [p.attempt for p in partials]
     assert attempts == sorted(attempts) and set(attempts) == {1, 2}
     retried = [p for p in partials if p.attempt == 2]
@@ -111,27 +111,27 @@ def test_a_retry_of_the_first_ballot_streams_again_from_the_start() -> None:
 
 
 def test_a_failed_run_ends_the_stream_with_its_error_not_an_exception() -> None:
-    stab = Stabilizer(Typing(["nope"] * 4), schema=Review, vote=Vote(k=1), retry=Retry(attempts=2))
+    stab = Stabilizer(Typing(["nope"] * 4), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=2))
     partials, decided = events(stab)
     assert [p.text for p in partials] == ["nope", "nope"]
     assert isinstance(decided.result.error, accord.InvalidOutput) and decided.changed is True and decided.value is None
 
 
 def test_a_backend_that_cannot_stream_gives_its_whole_text_once() -> None:
-    partials, decided = events(Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3)))
+    partials, decided = events(Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None)))
     assert [p.text for p in partials] == [GOOD] and partials[0].value == decided.value
 
 
 def test_a_choice_has_a_value_once_the_word_is_whole() -> None:
     model = Typing(["positive"] * 3, step=3)
-    partials, decided = events(Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=3)))
+    partials, decided = events(Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=3, gate=None)))
     assert [(p.text, p.value) for p in partials] == [("pos", None), ("positi", None), ("positive", "positive")]
     assert decided.value == "positive"
 
 
 def test_a_ledger_replay_streams_only_the_decision(tmp_path: Any) -> None:
     with accord.Ledger(tmp_path / "l.sqlite3") as ledger:
-        stab = Stabilizer(Typing([GOOD] * 6), schema=Review, vote=Vote(k=3), ledger=ledger)
+        stab = Stabilizer(Typing([GOOD] * 6), schema=Review, vote=Vote(k=3, gate=None), ledger=ledger)
         first, _ = events(stab)
         partials, decided = events(stab)
     assert first and partials == [] and decided.result.replayed
@@ -139,8 +139,8 @@ def test_a_ledger_replay_streams_only_the_decision(tmp_path: Any) -> None:
 
 def test_stream_and_run_decide_the_same() -> None:
     texts = [OTHER, GOOD, OTHER, GOOD, GOOD]
-    ran = Stabilizer(Typing(texts), schema=Review, vote=Vote(k=5)).run("q")
-    _, streamed = events(Stabilizer(Typing(texts), schema=Review, vote=Vote(k=5)))
+    ran = Stabilizer(Typing(texts), schema=Review, vote=Vote(k=5, gate=None)).run("q")
+    _, streamed = events(Stabilizer(Typing(texts), schema=Review, vote=Vote(k=5, gate=None)))
     assert (streamed.result.value, streamed.result.votes, streamed.result.calls) == (ran.value, ran.votes, ran.calls)
 
 
@@ -153,7 +153,7 @@ def test_a_reader_that_stops_early_abandons_the_run_quietly() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    stab = Stabilizer(Typing([GOOD] * 6), schema=Review, vote=Vote(k=3), telemetry=accord.Telemetry(tracer_provider=provider))
+    stab = Stabilizer(Typing([GOOD] * 6), schema=Review, vote=Vote(k=3, gate=None), telemetry=accord.Telemetry(tracer_provider=provider))
     stream = stab.stream("q")
     assert isinstance(next(stream), Partial)
     stream.close()
@@ -178,7 +178,7 @@ def test_the_local_model_streams_its_first_ballot(local_model: Any, collect: Any
         name: str
         age: int
 
-    stab = Stabilizer(local_model, schema=Who, vote=Vote(k=3))
+    stab = Stabilizer(local_model, schema=Who, vote=Vote(k=3, gate=None))
     partials, decided = collect(stab, "Extract the person: Alice is 30 years old.")
     first = next(b for b in decided.result.ballots if b.slot == 0)
     assert len(partials) > 3 and partials[-1].text == first.text
@@ -192,7 +192,7 @@ def test_the_server_streams_its_first_ballot(openai_server: str, collect: Any) -
     from accord.backends.openai._caps import Capabilities
 
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=24)
-    stab = Stabilizer(model, schema=int, vote=Vote(k=1))
+    stab = Stabilizer(model, schema=int, vote=Vote(k=1, gate=None))
     partials, decided = collect(stab, "What is 2 + 2? Answer with the number only.")
     [ballot] = decided.result.ballots
     assert len(partials) >= 1 and partials[-1].text == ballot.text and all(ballot.text.startswith(p.text) for p in partials)

@@ -75,7 +75,7 @@ def span_id(span: ReadableSpan) -> int:
 
 
 def test_a_run_is_a_span_with_one_child_per_model_call(traced: Traced) -> None:
-    stab = Stabilizer(models.scripted([GOOD, OTHER, GOOD]), schema=Review, vote=Vote(k=3), telemetry=traced.telemetry())
+    stab = Stabilizer(models.scripted([GOOD, OTHER, GOOD]), schema=Review, vote=Vote(k=3, gate=None), telemetry=traced.telemetry())
     result = stab.run("review this")
     [run] = traced.runs()
     calls = traced.calls()
@@ -99,7 +99,7 @@ def test_a_run_is_a_span_with_one_child_per_model_call(traced: Traced) -> None:
 
 def test_the_run_span_says_its_policy_in_one_attribute_and_its_usage(traced: Traced) -> None:
     model = models.scripted([Completion(GOOD, "stop", Usage(12, 5))] * 4)
-    stab = Stabilizer(model, schema=Review, vote=Vote(k=4, early_stop=False, fieldwise=True), retry=Retry(attempts=2), telemetry=traced.telemetry())
+    stab = Stabilizer(model, schema=Review, vote=Vote(k=4, early_stop=False, fieldwise=True, gate=None), retry=Retry(attempts=2), telemetry=traced.telemetry())
     result = stab.run("q")
     [run] = traced.runs()
     a = attrs(run)
@@ -110,11 +110,11 @@ def test_the_run_span_says_its_policy_in_one_attribute_and_its_usage(traced: Tra
 
 def test_prompts_and_outputs_are_recorded_only_on_opt_in(traced: Traced) -> None:
     secret = "review of patient 4711"
-    Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), telemetry=traced.telemetry()).run(secret)
+    Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), telemetry=traced.telemetry()).run(secret)
     dumped = json.dumps([attrs(s) for s in traced.spans], default=str)
     assert secret not in dumped and "positive" not in dumped  # neither the prompt nor the output nor the value
     traced.exporter.clear()
-    Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), telemetry=traced.telemetry(content=True)).run(secret)
+    Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), telemetry=traced.telemetry(content=True)).run(secret)
     [run] = traced.runs()
     assert json.loads(attrs(run)["accord.value"]) == {"stars": 4, "sentiment": "positive"}
     call = attrs(traced.calls()[0])
@@ -126,7 +126,7 @@ def test_prompts_and_outputs_are_recorded_only_on_opt_in(traced: Traced) -> None
 
 def test_every_gen_ai_attribute_is_a_published_name(traced: Traced) -> None:
     model = models.scripted([Completion(GOOD, "stop", Usage(12, 5), meta={"model": "m-2024"}), "nope", GOOD])
-    stab = Stabilizer(model, schema=Review, vote=Vote(k=2, quorum=1, early_stop=False), seed=3, stop=["\n\n"], max_tokens=64,
+    stab = Stabilizer(model, schema=Review, vote=Vote(k=2, quorum=1, early_stop=False, gate=None), seed=3, stop=["\n\n"], max_tokens=64,
                       telemetry=traced.telemetry(content=True))
     stab.run("q")
     published = {v for k, v in vars(gen_ai_attributes).items() if k.startswith("GEN_AI_") and isinstance(v, str)}
@@ -142,7 +142,7 @@ def test_retries_are_events_on_the_run_span_and_invalid_ballots_say_why(traced: 
     fault = BackendError("overloaded", retryable=True, status=503)
     model = models.scripted(['{"stars": 9, "sentiment": "positive"}', fault, GOOD])
     retry = Retry(wait=lambda state: 0.0)  # no real backoff in a test
-    Stabilizer(model, schema=Review, vote=Vote(k=1), retry=retry, telemetry=traced.telemetry()).run("q")
+    Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None), retry=retry, telemetry=traced.telemetry()).run("q")
     [run] = traced.runs()
     events = [(e.name, dict(e.attributes or {})) for e in run.events]
     assert events == [
@@ -162,7 +162,7 @@ def test_retries_are_events_on_the_run_span_and_invalid_ballots_say_why(traced: 
 
 
 def test_a_failed_run_records_its_error_on_the_run_span(traced: Traced) -> None:
-    stab = Stabilizer(models.scripted(["no"] * 4), schema=Review, vote=Vote(k=1), retry=Retry(attempts=2), telemetry=traced.telemetry())
+    stab = Stabilizer(models.scripted(["no"] * 4), schema=Review, vote=Vote(k=1, gate=None), retry=Retry(attempts=2), telemetry=traced.telemetry())
     with pytest.raises(accord.InvalidOutput):
         stab.run("q")
     [run] = traced.runs()
@@ -187,7 +187,7 @@ def test_a_crash_below_the_run_ends_its_span_with_the_error(traced: Traced) -> N
             raise ValueError("boom")
 
     with pytest.raises(RuntimeError):
-        Stabilizer(Failing(), schema=Review, vote=Vote(k=1), telemetry=traced.telemetry()).run("q")
+        Stabilizer(Failing(), schema=Review, vote=Vote(k=1, gate=None), telemetry=traced.telemetry()).run("q")
     [run] = traced.runs()
     assert run.status.status_code == StatusCode.ERROR and attrs(run)["error.type"] == "RuntimeError"
     assert run.end_time is not None
@@ -198,7 +198,7 @@ def test_async_runs_are_traced_the_same(traced: Traced) -> None:
         await asyncio.sleep(0.01)
         return GOOD
 
-    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=3, early_stop=False), telemetry=traced.telemetry())
+    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=3, early_stop=False, gate=None), telemetry=traced.telemetry())
     asyncio.run(stab.arun("q"))
     [run] = traced.runs()
     assert len(traced.calls()) == 3 and all(parent_of(c) == span_id(run) for c in traced.calls())
@@ -217,7 +217,7 @@ def test_spans_made_inside_the_model_call_nest_under_its_span_sync_and_async(tra
 
     for model in (sync_model, async_model):
         traced.exporter.clear()
-        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=traced.telemetry())
+        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False, gate=None), telemetry=traced.telemetry())
         if model is sync_model:
             stab.run("q")
         else:
@@ -237,7 +237,7 @@ def test_the_model_call_sees_the_callers_context_with_its_span_current_in_a_work
         time.sleep(0.01)
         return GOOD
 
-    stab = Stabilizer(models.function(sync_model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=traced.telemetry())
+    stab = Stabilizer(models.function(sync_model), schema=Review, vote=Vote(k=2, early_stop=False, gate=None), telemetry=traced.telemetry())
     token = context.attach(baggage.set_baggage("tenant", "t-42"))
     try:
         stab.run("q")
@@ -284,7 +284,7 @@ def test_a_run_the_sampler_drops_makes_no_call_span_and_drops_what_the_backend_m
     for model in (sync_model, async_model):
         exporter.clear()
         sampler.asked.clear()
-        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False), telemetry=Telemetry(tracer_provider=provider))
+        stab = Stabilizer(models.function(model), schema=Review, vote=Vote(k=2, early_stop=False, gate=None), telemetry=Telemetry(tracer_provider=provider))
         with tracer.start_as_current_span("POST /reviews"):
             result = stab.run("q") if model is sync_model else asyncio.run(stab.arun("q"))
         assert result.value is not None and result.calls == 2
@@ -299,7 +299,7 @@ def test_map_under_concurrency_parents_every_span_in_its_own_run(traced: Traced)
         await asyncio.sleep(0.02)  # the prompts' calls interleave
         return GOOD if "even" in str(prompt) else OTHER
 
-    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=3, early_stop=False), telemetry=traced.telemetry(content=True))
+    stab = Stabilizer(models.function(answer), schema=Review, vote=Vote(k=3, early_stop=False, gate=None), telemetry=traced.telemetry(content=True))
     prompts = [f"prompt {i} {'even' if i % 2 == 0 else 'odd'}" for i in range(6)]
     with traced.tracer.start_as_current_span("POST /reviews") as outer:
         results = stab.map(prompts, concurrency=3)
@@ -319,7 +319,7 @@ def test_map_under_concurrency_parents_every_span_in_its_own_run(traced: Traced)
 
 def test_a_ledger_replay_is_a_run_span_with_no_call(traced: Traced, tmp_path: Any) -> None:
     with accord.Ledger(tmp_path / "l.sqlite3") as ledger:
-        stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3), ledger=ledger, telemetry=traced.telemetry())
+        stab = Stabilizer(models.scripted([GOOD] * 3), schema=Review, vote=Vote(k=3, gate=None), ledger=ledger, telemetry=traced.telemetry())
         stab.run("q")
         traced.exporter.clear()
         assert stab.run("q").replayed
@@ -343,7 +343,7 @@ def _python(code: str) -> str:
 SCRIPT = """
 import accord, sys
 from accord.observe import _telemetry
-stab = accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3))
+stab = accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3, gate=None))
 print(stab.run('q').value, _telemetry.tracer(stab.telemetry) is not None, sys.modules.get('opentelemetry') is not None, stab._watch('q') is None)
 """
 
@@ -369,7 +369,7 @@ provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 import accord
-accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3)).run('q')
+accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3, gate=None)).run('q')
 print(sorted(s.name for s in exporter.get_finished_spans()))
 """
     assert _python(code) == "['accord.run', 'chat scripted', 'chat scripted']"
@@ -377,7 +377,7 @@ print(sorted(s.name for s in exporter.get_finished_spans()))
 
 @pytest.mark.model
 def test_the_local_model_traces_its_ballots(local_model: Any, traced: Traced) -> None:
-    stab = Stabilizer(local_model, schema=Review, vote=Vote(k=3), telemetry=traced.telemetry())
+    stab = Stabilizer(local_model, schema=Review, vote=Vote(k=3, gate=None), telemetry=traced.telemetry())
     result = stab.run("Review: 'Great pen, writes smoothly, five stars.' Give stars and sentiment.")
     [run] = traced.runs()
     calls = traced.calls()
@@ -395,7 +395,7 @@ def test_the_server_traces_its_ballots(openai_server: str, traced: Traced) -> No
     from accord.backends.openai._caps import Capabilities
 
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=8)
-    stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False), telemetry=traced.telemetry())
+    stab = Stabilizer(model, schema=int, vote=Vote(k=2, quorum=1, early_stop=False, gate=None), telemetry=traced.telemetry())
     [result] = stab.map(["What is 2 + 2? Answer with the number only."])  # map: a failed run is a Result too
     calls = traced.calls()
     assert len(calls) == result.calls >= 2  # retries of an invalid answer included
@@ -408,7 +408,7 @@ def test_the_server_traces_its_ballots(openai_server: str, traced: Traced) -> No
 
 def test_the_repairs_reading_took_are_on_the_call_span(traced: Traced) -> None:
     repaired = "{stars: 4, sentiment: 'positive',}"  # unquoted keys, single quotes, a trailing comma
-    Stabilizer(models.scripted([repaired, GOOD]), schema=Review, vote=Vote(k=2, quorum=1, early_stop=False),
+    Stabilizer(models.scripted([repaired, GOOD]), schema=Review, vote=Vote(k=2, quorum=1, early_stop=False, gate=None),
                telemetry=traced.telemetry()).run("q")
     by_slot = {attrs(c)["accord.ballot.slot"]: attrs(c) for c in traced.calls()}
     assert by_slot[0]["accord.ballot.coercions"] >= 3

@@ -63,13 +63,13 @@ def floors(vllm_server, tmp_path_factory):
 
 def test_structured_output_is_detected_and_honoured(vllm_server):
     model = backend(vllm_server)
-    result = Stabilizer(model, schema=Person, vote=Vote(k=1)).run("Extract the person: Maria Lopez is 34 years old.")
+    result = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None)).run("Extract the person: Maria Lopez is 34 years old.")
     assert isinstance(result.value, Person) and "Maria" in result.value.name  # the shape; the 135M model's age may be off
     assert result.ballots[0].meta["probe"] == "honoured" and result.ballots[0].meta["structured"] == "response_format"
     assert model.constrains and model.constrains_for(Schema.of(Person)) and model.constrains_for(Schema.of(Literal["a", "b"]))
     assert model.describe()["servers"][0]["capabilities"] == {"rejected": [], "response_format": "honoured", "logprobs": "returned",
                                                               "whitespace": "compact"}  # the session's server: compact JSON
-    later = Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1)).run("Is 'I loved it' positive or negative?")
+    later = Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1, gate=None)).run("Is 'I loved it' positive or negative?")
     assert later.value in ("positive", "negative") and later.ballots[0].meta["wrapped"] == "answer"
     assert "Answer with" not in json.dumps(later.ballots[0].text)  # constrained: no schema hint was needed
 
@@ -79,7 +79,7 @@ def test_margins_are_present_and_plausible(vllm_server):
     completion = model.generate(Request("Say hi.", "Say hi.", Schema.of(str), Settings(max_tokens=12)))
     assert completion.margins is not None and 0 < len(completion.margins) <= 12  # one per generated token
     assert all(0 <= m <= 1e4 for m in completion.margins) and completion.score is not None and completion.score <= 0
-    result = Stabilizer(model, schema=YesNo, vote=Vote(k=1)).run(CLEAR)
+    result = Stabilizer(model, schema=YesNo, vote=Vote(k=1, gate=None)).run(CLEAR)
     assert result.min_margin is not None and result.min_margin >= 0
 
 
@@ -108,14 +108,14 @@ def test_the_calibrate_command_over_http(vllm_server, tmp_path, monkeypatch):
 def test_a_cut_off_answer_is_retried_with_more_tokens(vllm_server):
     model = backend(vllm_server, max_tokens=4)
     # 4, 8, 16, 32, 64 tokens: vLLM's grammar lets the model spend tokens on whitespace, 16 can be too few
-    result = Stabilizer(model, schema=Person, vote=Vote(k=1), retry=Retry(attempts=5)).run("Extract the person: John Smith, aged 52.")
+    result = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), retry=Retry(attempts=5)).run("Extract the person: John Smith, aged 52.")
     assert result.ballots[0].finish_reason == "length" and result.ballots[0].status == "invalid"
     assert isinstance(result.value, Person) and result.calls >= 2
 
 
 def test_ballots_after_the_first_go_one_at_a_time_with_batch_neighbours(vllm_server):
     model = backend(vllm_server)
-    result = asyncio.run(Stabilizer(model, schema=YesNo, vote=Vote(k=3, early_stop=False)).arun(CLEAR))
+    result = asyncio.run(Stabilizer(model, schema=YesNo, vote=Vote(k=3, early_stop=False, gate=None)).arun(CLEAR))
     assert sorted(b.meta.get("neighbours", 0) for b in result.ballots) == [0, 1, 3]  # one at a time: tests/test_openai_spread.py
     assert result.value == YesNo(answer=True) and all(b.status == "valid" for b in result.ballots)
 
@@ -126,7 +126,7 @@ def test_a_killed_server_gives_typed_retryable_errors_and_a_ledger_map_resumes(v
     model = backend(vllm_server, max_tokens=40, timeout=60.0)
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     try:
-        stab = Stabilizer(model, schema=Person, vote=Vote(k=1), retry=fast, ledger=ledger)
+        stab = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), retry=fast, ledger=ledger)
         first = stab.map(prompts[:2], concurrency=2)  # decided before the crash
         assert all(r.error is None for r in first)
 

@@ -26,6 +26,7 @@ from .ledger import Ledger
 from .observe._hooks import Hooks, RetryEvent
 from .observe._prices import Prices
 from .observe._telemetry import Telemetry
+from .prompt._prompting import Prompting
 from .read._canonical import Unordered
 from .read._extract import Extract
 from .read._normalize import Normalize, casefold, collapse_whitespace, nfkc
@@ -73,6 +74,7 @@ __all__ = [
     "Perturb",
     "Perturbation",
     "Prices",
+    "Prompting",
     "Prose",
     "Regex",
     "Request",

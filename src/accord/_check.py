@@ -119,7 +119,7 @@ def budget(b: Any) -> None:
     """Check a :class:`~accord.Budget`: each limit positive, or None for no limit."""
     number("Budget", "max_seconds", b.max_seconds, strict=True, optional=True)
     integer("Budget", "max_calls", b.max_calls, optional=True)
-    integer("Budget", "max_tokens", b.max_tokens, optional=True)
+    integer("Budget", "max_total_tokens", b.max_total_tokens, optional=True)
 
 
 def one_of(owner: str, name: str, value: Any, kind: type, *, optional: bool = True) -> None:

@@ -101,7 +101,7 @@ def stabilize(schema: Any, **options: Any) -> Callable[[Callable[..., Any]], Sta
     """Decorate a function ``fn(prompt, ...) -> str`` so it returns a stable, validated value.
 
     ``options`` are :class:`~accord.Stabilizer`'s (``vote=``, ``retry=``, ``budget=``,
-    ``schema_in_prompt=``, ...), plus ``name=`` naming the logical model (``fingerprint=`` is
+    ``settings=``, ``prompting=``, ...), plus ``name=`` naming the logical model (``fingerprint=`` is
     its older spelling). ``@accord.stabilize`` without its schema is a ConfigError here, at
     decoration.
     """

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import tenacity
 
 from . import _check
+from ._errors import ConfigError
 
 
 @dataclass
@@ -102,15 +103,24 @@ class Budget:
     bounded by default (``DEFAULT_MAX_SECONDS``, 300 s: a runaway ends in ``BudgetExceeded``
     rather than never); ``Budget(max_seconds=None)`` lifts the bound.
     ``max_cost`` ends it once the calls made cost that much (``Usage.cost``: the Stabilizer needs
-    ``prices=``); like ``max_tokens``, it is checked as calls finish, so the calls in flight then
-    may take the run past it.
+    ``prices=``); like ``max_total_tokens`` (the tokens of every call of the run together, prompt
+    and completion; one call's own limit is ``Settings(max_tokens=...)``), it is checked as calls
+    finish, so the calls in flight then may take the run past it.
+    ``max_tokens`` is the old name of ``max_total_tokens`` (deprecated: a ``DeprecationWarning``).
     """
 
     max_seconds: float | None = DEFAULT_MAX_SECONDS
     max_calls: int | None = None
-    max_tokens: int | None = None
+    max_total_tokens: int | None = None
     max_cost: float | None = None
+    max_tokens: InitVar[int | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, max_tokens: int | None) -> None:
+        if max_tokens is not None:
+            warnings.warn("Budget(max_tokens=...) is deprecated: it is the run's total, now spelled "
+                          "Budget(max_total_tokens=...)", DeprecationWarning, stacklevel=3)
+            if self.max_total_tokens is not None:
+                raise ConfigError("Budget takes max_total_tokens= (max_tokens= is its deprecated name), not both")
+            object.__setattr__(self, "max_total_tokens", max_tokens)
         _check.budget(self)
         _check.number("Budget", "max_cost", self.max_cost, strict=True, optional=True)  # money: any positive amount

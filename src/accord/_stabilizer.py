@@ -12,6 +12,7 @@ from . import _check
 from ._errors import ConfigError
 from ._result import Ballot, Result
 from ._retry import Budget, Retry
+from ._spellings import Grouped, grouped, telemetry_default
 from ._threads import run_coroutine
 from ._types import Prompt, Settings
 from .backends._base import Backend, as_backend
@@ -20,7 +21,8 @@ from .observe import _telemetry as telemetry
 from .observe._hooks import Hooks
 from .observe._prices import Prices
 from .observe._telemetry import Telemetry
-from .prompt._examples import check_system, render_examples
+from .prompt._examples import render_examples
+from .prompt._prompting import Prompting
 from .read._extract import Extract
 from .run._drive import adrive, drive
 from .run._loop import decide
@@ -31,7 +33,6 @@ from .run._report import ended
 from .run._stream import astream, stream
 from .run._watch import Watch
 from .schema._schema import Schema
-from .vote._gate import MarginGate
 from .vote._perturb import Perturb
 from .vote._vote import Vote
 
@@ -42,15 +43,25 @@ T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("accord")
 
-DEFAULT_VOTE = Vote(k=5, gate=MarginGate())
+DEFAULT_VOTE = Vote()  # k=5, the margin gate on
 
 
 class Options(TypedDict, total=False):
-    """The keyword options of :class:`Stabilizer` (for type checkers; the signature is the truth)."""
+    """The keyword options of :class:`Stabilizer` (for type checkers; the signature is the truth).
+
+    The last group are the deprecated spellings (``_spellings``): they still work, with a
+    ``DeprecationWarning`` naming the new one."""
 
     vote: Vote | None
     retry: Retry | None
     budget: Budget | None
+    settings: Settings | None
+    prompting: Prompting | None
+    extract: Extract | None
+    ledger: Any
+    hooks: Hooks | None
+    telemetry: Telemetry | bool | None
+    prices: Prices | None
     normalize: Sequence[Callable[[str], str]]
     schema_in_prompt: bool
     max_tokens: int | None
@@ -60,13 +71,8 @@ class Options(TypedDict, total=False):
     on_no_consensus: str
     on_ballot: Callable[[Ballot], Any] | None
     perturb: Any
-    extract: Extract | None
-    ledger: Any
     system: str | None
     examples: Iterable[tuple[str, Any]]
-    hooks: Hooks | None
-    telemetry: Telemetry | bool | None
-    prices: Prices | None
 
 
 class Stabilizer(Generic[T]):
@@ -74,25 +80,27 @@ class Stabilizer(Generic[T]):
 
     ``model``: a backend from ``accord.models`` (a plain function is wrapped with
     ``models.function``). ``schema``: a pydantic model, ``Literal[...]``/``Enum``, a plain type, a
-    JSON Schema dict, ``accord.Regex`` or ``accord.Grammar``. ``vote``/``retry``/``budget``: the
-    policies. ``normalize``: text normalizers (``str -> str``, e.g. ``accord.casefold``) applied to
-    every free-text field before validation. ``schema_in_prompt``: add a short rendering of the schema to the prompt when the
-    backend cannot constrain its output. ``on_no_consensus``: "raise" (the default) raises
-    NoConsensus when valid ballots disagree and none can reach the quorum, but returns an answer
-    that every valid ballot holds while every other ballot failed (``stable=False``,
-    ``stopped_because="uncontested"``: one plain call would have returned it); "strict" raises
-    then too; "plurality" returns the plurality winner (``stable=False``) instead of raising.
-    ``on_ballot`` is called with every Ballot.
-    ``perturb``: the perturbations ballots 1.. run under (default: all kinds, on backends that
-    can apply them; ``accord.Perturb(())`` for none). ``extract``: how text becomes data
-    (``accord.Extract(strict=True)`` reads only JSON as written, with no repair).
+    JSON Schema dict, ``accord.Regex`` or ``accord.Grammar``.
 
-    ``system``: a system prompt; ``examples``: ``(input, output)`` pairs shown before the prompt
-    (each output validated against the schema here; see ``_examples``). ``hooks``: an
-    ``accord.Hooks`` (see ``_hooks``). ``telemetry``: OpenTelemetry spans (default: on when the
-    application configured a tracer provider; ``accord.Telemetry(...)`` to choose the provider or
-    record content, False for none; see ``_telemetry``). ``prices``: an ``accord.Prices``, so
-    every Usage has a ``cost`` (and ``Budget(max_cost=...)`` works).
+    How the answer is chosen: ``vote`` (an :class:`~accord.Vote`: k ballots, the quorum, the
+    margin gate, what to do without consensus, the perturbations), ``retry`` (an
+    :class:`~accord.Retry`: invalid output asked again with feedback) and ``budget`` (an
+    :class:`~accord.Budget`: the run's time, calls, total tokens and cost).
+
+    How each call is made and read: ``settings`` (an :class:`~accord.Settings`: ``max_tokens`` per
+    call, ``temperature``, ``seed``, ``stop``, ``top_p``, ``top_k``), ``prompting`` (an
+    :class:`~accord.Prompting`: the system prompt, worked examples, the schema in the prompt) and
+    ``extract`` (an :class:`~accord.Extract`: how text becomes data, and the text normalizers).
+
+    What is kept and who is told: ``ledger`` (an :class:`~accord.Ledger`: accepted answers
+    replayed), ``hooks`` (an :class:`~accord.Hooks`: user code called as the run goes),
+    ``telemetry`` (OpenTelemetry spans: on when the application configured a tracer provider;
+    ``accord.Telemetry(...)`` to choose the provider or record content, False for none) and
+    ``prices`` (an :class:`~accord.Prices`, so every Usage has a ``cost`` and
+    ``Budget(max_cost=...)`` works).
+
+    The spellings of the release before (``max_tokens=``, ``system=``, ``on_ballot=``, ...) still
+    work, with a ``DeprecationWarning`` that names the new one (``_spellings``).
     """
 
     @overload
@@ -108,67 +116,26 @@ class Stabilizer(Generic[T]):
         vote: Vote | None = None,
         retry: Retry | None = None,
         budget: Budget | None = None,
-        normalize: Sequence[Callable[[str], str]] = (),
-        schema_in_prompt: bool = True,
-        max_tokens: int | None = None,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        on_no_consensus: str = "raise",
-        on_ballot: Callable[[Ballot], Any] | None = None,
-        perturb: Any = None,
-        ledger: Any = None,
+        settings: Settings | None = None,
+        prompting: Prompting | None = None,
         extract: Extract | None = None,
-        system: str | None = None,
-        examples: Iterable[tuple[str, Any]] = (),
+        ledger: Any = None,
         hooks: Hooks | None = None,
         telemetry: Telemetry | bool | None = None,
         prices: Prices | None = None,
+        **deprecated: Any,
     ) -> None:
-        self.model: Backend
-        if isinstance(model, Backend) or hasattr(model, "generate"):
-            self.model = as_backend(model)
-        elif callable(model):
-            self.model = FunctionBackend(model)
-        else:
-            raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
+        self.model: Backend = _backend(model)
         self.schema: Schema[T] = Schema.of(schema)
-        kinds: tuple[tuple[str, Any, type], ...] = (
-            ("vote", vote, Vote), ("retry", retry, Retry), ("budget", budget, Budget), ("extract", extract, Extract),
-            ("hooks", hooks, Hooks), ("prices", prices, Prices),
-        )
-        for name, value, kind in kinds:
-            if value is not None and not isinstance(value, kind):
-                raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
-        if not (telemetry is None or isinstance(telemetry, (bool, Telemetry))):
-            raise ConfigError(f"telemetry= must be an accord.Telemetry, True, False or None, got {type(telemetry).__name__}")
-        if budget is not None and budget.max_cost is not None and prices is None:
-            raise ConfigError("Budget(max_cost=...) needs prices= (an accord.Prices; Prices({}) when the backend reports costs)")
-        if on_no_consensus not in ("raise", "plurality", "strict"):
-            raise ConfigError(f'on_no_consensus must be "raise", "plurality" or "strict", got {on_no_consensus!r}')
-        _check.boolean("", "schema_in_prompt", schema_in_prompt)
-        _check.function("", "on_ballot", on_ballot, optional=True)
-        _check.one_of("", "perturb", perturb, Perturb)
-        self.policy = Policy(
-            vote=vote or DEFAULT_VOTE,
-            retry=retry or Retry(),
-            budget=budget or Budget(),
-            settings=Settings(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=_check.stop_strings(stop)),
-            hint=schema_in_prompt,
-            normalizers=_check.normalizers(normalize),
-            plurality=on_no_consensus == "plurality",
-            strict=on_no_consensus == "strict",
-            on_ballot=on_ballot,
-            # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
-            perturb=perturb if perturb is not None else (Perturb() if self.model.perturbable else None),
-            extract=extract or Extract(),
-            system=check_system(system),
-            examples=render_examples(self.schema, examples),
-            prices=prices,
-        )
+        given = {"vote": vote, "retry": retry, "budget": budget, "settings": settings, "prompting": prompting,
+                 "extract": extract, "hooks": hooks, "prices": prices}
+        _check_kinds(given, telemetry)
+        options = grouped(deprecated, given)
+        self.policy = _policy(self.model, self.schema, options, given)
         self.schema.roles(self.policy.vote.role_overrides)  # a path of Vote(roles=...) the schema lacks: a ConfigError now
         self.ledger = ledger
         self.hooks = hooks
+        telemetry = telemetry_default(telemetry)
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
         key = getattr(ledger, "key", None)
         if callable(key):  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
@@ -375,3 +342,50 @@ def _deliver(result: Result[T]) -> Result[T]:
     if result.error is not None:
         raise result.error
     return result
+
+
+_KINDS: dict[str, type] = {"vote": Vote, "retry": Retry, "budget": Budget, "settings": Settings, "prompting": Prompting,
+                           "extract": Extract, "hooks": Hooks, "prices": Prices}
+
+
+def _backend(model: Any) -> Backend:
+    if isinstance(model, Backend) or hasattr(model, "generate"):
+        return as_backend(model)
+    if callable(model):
+        return FunctionBackend(model)
+    raise ConfigError(f"model must be an accord backend or a function, got {type(model).__name__}")
+
+
+def _check_kinds(given: dict[str, Any], telemetry: Any) -> None:
+    for name, value in given.items():
+        kind = _KINDS[name]
+        if value is not None and not isinstance(value, kind):
+            raise ConfigError(f"{name}= must be an accord.{kind.__name__}, got {type(value).__name__}")
+    if not (telemetry is None or isinstance(telemetry, (bool, Telemetry))):
+        raise ConfigError(f"telemetry= must be an accord.Telemetry, False or None, got {type(telemetry).__name__}")
+    budget = given["budget"]
+    if budget is not None and budget.max_cost is not None and given["prices"] is None:
+        raise ConfigError("Budget(max_cost=...) needs prices= (an accord.Prices; Prices({}) when the backend reports costs)")
+
+
+def _policy(model: Backend, schema: Schema[Any], options: Grouped, given: dict[str, Any]) -> Policy:
+    retry, budget, prices = given["retry"], given["budget"], given["prices"]
+    vote, prompting, extract = options.vote, options.prompting, options.extract
+    _check.function("", "on_ballot", options.on_ballot, optional=True)
+    return Policy(
+        vote=vote,
+        retry=retry or Retry(),
+        budget=budget or Budget(),
+        settings=options.settings,
+        hint=prompting.schema_in_prompt,
+        normalizers=tuple(extract.normalize),
+        plurality=vote.on_no_consensus == "plurality",
+        strict=vote.on_no_consensus == "strict",
+        on_ballot=options.on_ballot,
+        # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
+        perturb=vote.perturb if vote.perturb is not None else (Perturb() if model.perturbable else None),
+        extract=replace(extract, normalize=()),  # the normalizers are the policy's own (and the key's, as before)
+        system=prompting.system,
+        examples=render_examples(schema, prompting.examples),
+        prices=prices,
+    )

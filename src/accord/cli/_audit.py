@@ -190,7 +190,7 @@ def stabilized_phase(
     finals: dict[str, list[Final]] = {c.name: [] for c in conditions}
     for condition in conditions:
         for item in items:
-            stab = Stabilizer(condition.backend, item.schema, max_tokens=max_tokens)
+            stab = Stabilizer(condition.backend, item.schema, settings=Settings(max_tokens=max_tokens))
             try:
                 outcome: Any = stab.run(item.prompt)
             except OutputError as exc:
@@ -210,7 +210,7 @@ def http_stabilized_phase(items: Sequence[Item], backend: Any, n: int, max_token
             return (await asyncio.gather(stab.arun(item.prompt), return_exceptions=True))[0]
 
     async def one(item: Item) -> list[Final]:
-        stab = Stabilizer(backend, item.schema, max_tokens=max_tokens)
+        stab = Stabilizer(backend, item.schema, settings=Settings(max_tokens=max_tokens))
         if concurrency:
             outcomes = [await busy(i, stab, item) for i in range(n)]
         else:

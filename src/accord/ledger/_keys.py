@@ -96,6 +96,9 @@ def describe_schema(schema: Schema[Any]) -> dict[str, Any]:
 _POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality", "strict", "prices"})
 # In the key once set, left out while unset: keys written before they existed stay the same.
 _POLICY_IN_KEY_WHEN_SET = frozenset({"system", "examples"})
+# Vote(on_no_consensus=) is not in the key (it never was, as a Stabilizer option); Vote(perturb=) is,
+# as the policy's ``perturb``, where it has always been.
+_VOTE_NOT_IN_KEY = ("on_no_consensus", "perturb")
 _RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
 # Policy fields added after the first key format: in the key only when set away from their
 # default, so the answers a ledger holds from before they existed still replay (the default is
@@ -126,6 +129,8 @@ def describe_policy(policy: Any) -> dict[str, Any]:
             vote = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}
             if not value.roles:
                 vote.pop("roles")  # newer than the first key format: in the key once set
+            for name in _VOTE_NOT_IN_KEY:
+                vote.pop(name, None)
             if value.float_digits is None:
                 # Keys made before float_digits defaulted to None (exact) said 9, the old default: a
                 # default Vote keeps that key, so the answers existing ledgers hold still replay.

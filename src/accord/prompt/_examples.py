@@ -1,4 +1,4 @@
-"""A system prompt and worked examples before the user's prompt: ``Stabilizer(system=, examples=)``.
+"""A system prompt and worked examples before the user's prompt: ``Stabilizer(prompting=accord.Prompting(system=, examples=))``.
 
 Each example is ``(input, output)``: the output is validated against the schema when the
 Stabilizer is made (a bad one is a :class:`~accord.ConfigError` there, never a surprise at run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,18 @@ class Extract:
     canonicalize; a catastrophic regular expression or a huge grammar input included), bounded
     further by what the run's ``Budget(max_seconds=...)`` has left; past it the output is invalid
     (``"type": "timeout"``). None: no limit but the budget's.
+    ``normalize``: text normalizers (``str -> str``, e.g. ``accord.casefold``) applied to every
+    free-text field before validation (one field's own: ``Annotated[str, accord.Normalize(fn)]``).
     """
 
     strict: bool = False
     max_seconds: float | None = 10.0
+    normalize: Sequence[Callable[[str], str]] = ()
 
     def __post_init__(self) -> None:
         _check.boolean("Extract", "strict", self.strict)
         _check.number("Extract", "max_seconds", self.max_seconds, strict=True, optional=True)
+        object.__setattr__(self, "normalize", _check.normalizers(self.normalize))
 
 
 class ExtractionFailure(Exception):

@@ -7,7 +7,7 @@ Guided by the schema's JSON Schema:
 - numeric strings to numbers for numeric fields, ``3.0`` to ``3`` for integers only when exact;
 - yes/no/true/false to booleans for boolean fields;
 - dates and datetimes to ISO 8601 for ``format: date`` / ``date-time`` fields;
-- the per-schema text normalizers (``Stabilizer(normalize=[...])``, e.g. :func:`casefold`) on
+- the per-schema text normalizers (``Extract(normalize=[...])``, e.g. :func:`casefold`) on
   free-text fields: strings without enum, const, pattern or format.
 
 Per-field normalizers are ``Annotated[str, accord.Normalize(fn)]`` and run inside validation.

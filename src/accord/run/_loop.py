@@ -211,7 +211,7 @@ class _Run(Absorb):
     def over_budget(self, now: float) -> Verdict | None:
         budget = self.policy.budget
         over_time = budget.max_seconds is not None and self.spent(now) >= budget.max_seconds
-        over_tokens = budget.max_tokens is not None and (self.usage.total_tokens or 0) >= budget.max_tokens
+        over_tokens = budget.max_total_tokens is not None and (self.usage.total_tokens or 0) >= budget.max_total_tokens
         over_cost = budget.max_cost is not None and (self.usage.cost or 0.0) >= budget.max_cost
         return SPENT if over_time or over_tokens or over_cost else None
 

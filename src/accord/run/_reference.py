@@ -39,7 +39,7 @@ def budget_left(budget: Budget, spent_seconds: float, calls: int, usage: Usage) 
     return Budget(
         max_seconds=None if budget.max_seconds is None else max(budget.max_seconds - spent_seconds, 1e-3),
         max_calls=None if budget.max_calls is None else max(budget.max_calls - calls, 1),
-        max_tokens=None if budget.max_tokens is None else max(budget.max_tokens - (usage.total_tokens or 0), 1),
+        max_total_tokens=None if budget.max_total_tokens is None else max(budget.max_total_tokens - (usage.total_tokens or 0), 1),
         max_cost=None if budget.max_cost is None else max(budget.max_cost - (usage.cost or 0.0), 1e-12),
     )
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
-from .. import AccordError, ConfigError, Ledger, Result, Stabilizer, Telemetry, UnsupportedSchema
+from .. import AccordError, ConfigError, Extract, Ledger, Prompting, Result, Settings, Stabilizer, Telemetry, UnsupportedSchema
 from ._config import Config
 from ._errors import ApiError
 from ._policy import NORMALIZERS
@@ -56,16 +57,12 @@ class Decider:
             made: Stabilizer[Any] = Stabilizer(
                 upstream,
                 job.schema if job.schema is not None else str,
-                vote=ask.vote(),
+                vote=replace(ask.vote(), on_no_consensus="plurality" if ask.plurality else "raise"),
                 retry=ask.retry_policy(self.config.transport_attempts),
                 budget=ask.budget(),
-                normalize=[NORMALIZERS[name] for name in ask.normalize],
-                schema_in_prompt=job.schema is not None,
-                max_tokens=job.max_tokens,
-                temperature=job.temperature,
-                seed=job.seed,
-                stop=job.stop,
-                on_no_consensus="plurality" if ask.plurality else "raise",
+                settings=Settings(max_tokens=job.max_tokens, temperature=job.temperature, seed=job.seed, stop=job.stop),
+                prompting=Prompting(schema_in_prompt=job.schema is not None),
+                extract=Extract(normalize=[NORMALIZERS[name] for name in ask.normalize]),
                 ledger=self.ledger,
                 telemetry=self.telemetry,
             )

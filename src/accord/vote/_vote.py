@@ -15,6 +15,11 @@ from typing import Any
 
 from .. import _check
 from .._errors import ConfigError
+from ._gate import MarginGate
+from ._perturb import Perturb
+
+#: What a run does when no answer reaches the quorum (``Vote(on_no_consensus=...)``).
+ON_NO_CONSENSUS = ("raise", "plurality", "strict")
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,9 @@ class Vote:
     (rounded up); default ``k // 2 + 1``. ``early_stop``: True for the default rules (unanimous,
     unbeatable, confident), False to always run k ballots, or any :class:`StopRule`.
     ``fieldwise``: vote each field path separately. ``tie_break``: picks among answers with equal
-    votes. ``gate``: a :class:`~accord.MarginGate` that may accept the first ballot alone.
+    votes. ``gate``: the :class:`~accord.MarginGate` that may accept the first ballot alone when
+    every decisive step of it clears the noise floor (on by default; ``gate=None`` turns it off,
+    and then every answer takes a vote).
     ``float_digits``: None (the default) keeps every digit of a number in the vote key, so
     distinct amounts never merge; an int from 1 to 17 rounds floats to that many significant
     digits first, so every two floats that round alike are one answer (``float_digits=9``
@@ -173,6 +180,14 @@ class Vote:
     some fields, ``{path: "prose" | "decisive"}`` (paths like ``items[].note``), over the
     default rule (``schema/_roles``; docs/vote.md): only decisive fields are voted, prose is
     carried from a ballot that holds the winning decision.
+
+    ``on_no_consensus``: "raise" (the default) raises :class:`~accord.NoConsensus` when valid
+    ballots disagree and none can reach the quorum, but returns an answer that every valid ballot
+    holds while every other ballot failed (``stable=False``, ``stopped_because="uncontested"``: one
+    plain call would have returned it); "strict" raises then too; "plurality" returns the
+    plurality winner (``stable=False``) instead of raising. ``perturb``: the perturbations ballots
+    1.. run under (None, the default: every kind, on backends that can apply them;
+    ``accord.Perturb(())`` for none).
     """
 
     k: int = 5
@@ -180,9 +195,11 @@ class Vote:
     early_stop: bool | StopRule = True
     fieldwise: bool = False
     tie_break: TieBreak = field(default=smallest_key)
-    gate: Any = None
+    gate: Any = field(default_factory=MarginGate)
     float_digits: int | None = None
     roles: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
+    on_no_consensus: str = "raise"
+    perturb: Perturb | None = None
 
     def __post_init__(self) -> None:
         _check.vote(self)
@@ -195,6 +212,9 @@ class Vote:
             raise ConfigError(f"Vote(float_digits=...) must be None or an int from 1 to 17, got {digits!r}")
         if not isinstance(self.early_stop, (bool, StopRule)):
             raise ConfigError("Vote(early_stop=...) must be True, False or a stop rule")
+        if self.on_no_consensus not in ON_NO_CONSENSUS:
+            raise ConfigError(f'Vote(on_no_consensus=...) must be "raise", "plurality" or "strict", got {self.on_no_consensus!r}')
+        _check.one_of("Vote", "perturb", self.perturb, Perturb)
 
     @property
     def needed(self) -> int:
