@@ -34,7 +34,7 @@ from generations import Cache, Deployment  # noqa: E402 - beside this file, foun
 
 POLICIES = {
     "k=5, gated": accord.Vote(k=5, gate=accord.MarginGate()),
-    "k=5, ungated": accord.Vote(k=5),
+    "k=5, ungated": accord.Vote(k=5, gate=None),
 }
 DEPLOYMENTS = ("float32", "bfloat16")
 MAX_TOKENS = 64
