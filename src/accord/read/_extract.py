@@ -222,7 +222,7 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
         except ValueError:
             pass
         missed.add(match.start())
-    first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    first = len(text) - len(text.lstrip(" \t\n\r"))  # past JSON's space
     if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
         try:
             value = decoder.decode(text)
@@ -242,7 +242,8 @@ def may_open(text: str, start: int) -> bool:
     tried: its error costs more than this look)."""
     after = start + 1
     if text[after : after + 1] in _SPACES:  # (most openings have none after them: no match to run)
-        after = _JSON_SPACE.match(text, after).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+        space = _JSON_SPACE.match(text, after)  # (always a match: the pattern matches the empty string)
+        after = space.end() if space else after
     if after >= len(text):
         return False  # nothing after the opening: cut off
     if text[start] == "{":

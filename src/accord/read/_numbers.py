@@ -104,7 +104,7 @@ def _form(bare: str, integer: bool, exact: bool = False) -> Read | Refusal | Non
         if _INTEGER.fullmatch(bare):
             return int(bare), None  # (at most MAX_DIGITS digits: checked before)
         value = _real(bare, exact)
-        if not math.isfinite(value) or (exact and abs(value.adjusted()) > _MAX_POWER):  # type: ignore[union-attr]
+        if not math.isfinite(value) or (isinstance(value, Decimal) and abs(value.adjusted()) > _MAX_POWER):
             return Refusal(f"{quote(bare)} is not a finite number (past a float's range)", "finite_number")
         return value, None
     if _GROUPED.fullmatch(bare):

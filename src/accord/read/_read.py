@@ -58,7 +58,7 @@ class Reading:
     open_ended: bool = False
 
 
-class Misreading:
+class Misreading:  # noqa: PLW1641 - equal by value (its errors are dicts), so never hashed: Python sets __hash__ to None
     """An invalid output: which stage rejected it (``stage``: "extract" | "validate") and the
     structured ``errors``; given a :class:`ValidationFailure` in their place, they are made from it
     when first asked for (most failed candidates of a lenient reading are only counted)."""
@@ -84,8 +84,6 @@ class Misreading:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Misreading) and (self.stage, self.errors) == (other.stage, other.errors)
-
-    __hash__ = None  # type: ignore[assignment]  # compared by value (its errors are dicts): never hashed
 
     def __repr__(self) -> str:
         return f"Misreading(stage={self.stage!r}, errors={self.errors!r})"
@@ -218,7 +216,7 @@ def _decide(text: str, found: list[Found], fields: frozenset[str] | None, schema
                          lambda r: r.key if isinstance(r, Reading) else None)
     if isinstance(decided, tuple):
         return Misreading("extract", ({"loc": (), "msg": decided[1], "type": decided[0]},))
-    return decided  # type: ignore[no-any-return]
+    return decided
 
 
 def _settle(data: Any, schema: Schema[Any], normalizers: Sequence[Callable[[str], str]], float_digits: int | None,
