@@ -15,6 +15,7 @@ Read top to bottom, in the order a text goes through them:
     _numbers    what a number says, each form decided, or why it is not one number
     _plan       a schema node read once, for the walkers of normalize and coerce
     _normalize  stage 4, normalize: extracted data into the form the schema expects
+    _leaves     a leaf under its node: a number, a yes/no, an enum member, a date (for normalize)
     _coerce     schema-aligned coercion, only where the schema says how, recorded
     _validate   stage 5, validate: data to a value (pydantic or jsonschema), errors as data
     _exact      a Decimal: every number form a float gets, its digits kept, and a vote by value

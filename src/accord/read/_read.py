@@ -29,7 +29,8 @@ from ._echo import ECHO, echoed, may_echo
 from ._exact import decimals, exact_form, has_decimals
 from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
 from ._jsonish import EXACT, PLAIN, Fix
-from ._normalize import Said, normalize
+from ._leaves import Said
+from ._normalize import normalize
 from ._plan import types_of
 from ._validate import ValidationFailure, validate
 
