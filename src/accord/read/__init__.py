@@ -6,6 +6,8 @@ Read top to bottom, in the order a text goes through them:
     _answers    one answer or none: several different values in a text are refused (a marked final answer aside)
     _coercions  the closed list of what a reading may change and of what it refuses: one table, every reader
     _deadline   the bound on a reading's work (a deadline, sizes), so hostile text ends in time
+    _settle     one value normalized, validated, canonicalized: a Reading or a Misreading
+    _lenient    the lenient search: every candidate repaired, coerced, weighed; the cheapest valid one kept
     _extract    stage 3, extract: the strict reading (fences, prose around the value, the first value)
     _echo       an echoed schema or type signature is never a value
     _candidates every value a text may hold, in the order preferred on a tie
