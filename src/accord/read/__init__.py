@@ -9,6 +9,7 @@ Read top to bottom, in the order a text goes through them:
     _settle     one value normalized, validated, canonicalized: a Reading or a Misreading
     _lenient    the lenient search: every candidate repaired, coerced, weighed; the cheapest valid one kept
     _extract    stage 3, extract: the strict reading (fences, prose around the value, the first value)
+    _locate     where a JSON value stands in a text (a fence, a span, the whole), the first found
     _echo       an echoed schema or type signature is never a value
     _candidates every value a text may hold, in the order preferred on a tie
     _bare       a bare answer to an object of one field (``Yes.`` for ``{answer: bool}``)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
-from ._extract import WHOLE, fence_body, fence_miss, may_be_json, may_open
 from ._jsonish import EXACT, LITERALS, MAX_DIGITS, NULLISH, PLAIN, WORD, Fix, NotJson, Path, parse
+from ._locate import WHOLE, fence_body, fence_miss, may_be_json, may_open
 
 MAX_CANDIDATES = 16
 MAX_LENIENT_CHARS = 100_000

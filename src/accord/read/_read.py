@@ -24,9 +24,10 @@ from ._canonical import DEFAULT_FLOAT_DIGITS
 from ._deadline import Interrupt, TimeUp, settle, within
 from ._echo import echoed, may_echo
 from ._exact import has_decimals
-from ._extract import NOTHING, Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
+from ._extract import Extract, ExtractionFailure, extract, first_json, scalar_union, shape_of
 from ._jsonish import EXACT, PLAIN
 from ._lenient import Normalizers, lenient
+from ._locate import NOTHING
 from ._plan import types_of
 from ._settle import Misreading, Reading, check_data, decide, echo_refused, settle_data
 
