@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
-from accord.read._extract import _DECODER, _VALUE_STARTS, may_open
+from accord.read._extract import _DECODER
+from accord.read._locate import _VALUE_STARTS, may_open
 from accord.read._read import Misreading, Reading, read
 
 

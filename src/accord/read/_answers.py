@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ._bare import one_number, stated
 from ._candidates import _KV_LINE, FLOORS
@@ -37,6 +37,8 @@ _FOLD = str.maketrans("", "", "_-. \t\r\f\v")  # what key_fold drops (with the c
 # Text that may hold an echoed schema: any type name at all (for text read leniently).
 _ANY_HINT = re.compile("|".join(map(re.escape, ("propert", "$defs", "$ref", "type", "str", "int", "float", "number", "double",
                                                   "bool", "date", "yyyy"))))
+
+R = TypeVar("R")  # what a candidate's reading is (the caller's Reading or Misreading)
 
 
 class Found(NamedTuple):
@@ -82,8 +84,8 @@ def substantive(found: Found, fields: frozenset[str] | None) -> bool:
     return not (fields and isinstance(data, dict) and not any(key_fold(str(k)) in fields for k in data))
 
 
-def one_answer(text: str, found: list[Found], fields: frozenset[str] | None, finish: Callable[[Found], Any],
-               key_of: Callable[[Any], str | None]) -> Any:
+def one_answer(text: str, found: list[Found], fields: frozenset[str] | None, finish: Callable[[Found], R],
+               key_of: Callable[[R], str | None]) -> R | tuple[str, str]:
     """The one answer among valid candidates (``finish`` makes its Reading), or the Misreading of
     an ambiguous text (see the module docstring). ``key_of(reading)``: its vote key, or None when
     it is a Misreading."""

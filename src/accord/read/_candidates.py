@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
-from ._extract import WHOLE, fence_body, fence_miss, may_be_json, may_open
 from ._jsonish import EXACT, LITERALS, MAX_DIGITS, NULLISH, PLAIN, WORD, Fix, NotJson, Path, parse
+from ._locate import WHOLE, fence_body, fence_miss, may_be_json, may_open
 
 MAX_CANDIDATES = 16
 MAX_LENIENT_CHARS = 100_000
@@ -228,16 +228,28 @@ def _scalar(text: str, exact: bool = False) -> Any:
     text = text.rstrip(",").strip()
     if text[:1] in ("[", "{"):
         return parse(text, 0, exact).value  # NotJson (Cut) when it does not close
-    if text[:1] in ('"', "'") and (len(text) < 2 or text[-1] != text[0]):
+    if text[:1] in ('"', "'"):
+        return _quoted(text, exact)
+    return _unquoted(text, exact)
+
+
+def _quoted(text: str, exact: bool) -> Any:
+    """A quoted value on a ``key: value`` line: the string, read as JSON-like where it may escape
+    or hold quotes; :class:`NotJson` where its closing quote is missing (cut off)."""
+    if len(text) < 2 or text[-1] != text[0]:
         raise NotJson("a string cut off")
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        body = text[1:-1]
-        if "'" not in body and '"' not in body and "\\" not in body and body.isprintable():
-            return body  # a plain quoted string: what parse reads it as
-        try:
-            return parse(text, 0, exact).value
-        except NotJson:
-            return text[1:-1]
+    body = text[1:-1]
+    if "'" not in body and '"' not in body and "\\" not in body and body.isprintable():
+        return body  # a plain quoted string: what parse reads it as
+    try:
+        return parse(text, 0, exact).value
+    except NotJson:
+        return body
+
+
+def _unquoted(text: str, exact: bool) -> Any:
+    """An unquoted value on a ``key: value`` line: an integer, a literal or a number JSON-like,
+    else the text."""
     if text.isascii() and text.isdigit() and (text[0] != "0" or text == "0") and len(text) <= MAX_DIGITS:
         return int(text)  # a plain integer: what parse reads it as
     word = WORD.match(text)  # the word _jsonish would read first

@@ -41,6 +41,7 @@ Path = tuple[str | int, ...]
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _INTEGER = re.compile(r"\s*[-+]?\d+\s*")
 _DROPPED = str.maketrans("", "", "_-.")  # with whitespace, what a key is compared without (``key_fold``)
+_MISFIT: Any = object()  # what :meth:`_Coercer.from_text` reads in a string that says no value of its types
 MAX_DEPTH = 64
 
 
@@ -99,20 +100,25 @@ class _Coercer:
             if isinstance(data, list):
                 return self.array(data, found, path, depth)
             if data is not None and not types & _kinds(data):
-                if isinstance(data, str):  # a list spelled in a string: the list it spells, or none for sure
-                    spelled = spelled_list(data, _list_of)
-                    if isinstance(spelled, list):
-                        self.note(path, f"{quote(data)} as the list it spells ({len(spelled)} items)", 2, breaking=True)
-                        return self.array(spelled, found, path, depth)
-                    if spelled is not None:
-                        self.misfits += 1
-                        return data
-                self.note(path, "one value as a list", 2, breaking=True)
-                return [self.walk(data, found.items, (*path, 0), depth + 1)]
+                return self.as_list(data, found, path, depth)
         if isinstance(data, list) and len(data) == 1 and not types & {"array"} and not isinstance(data[0], (list, dict)):
             self.note(path, "one-element list as its element", 2, breaking=True)
             return self.walk(data[0], node, path, depth + 1)
         return self.scalar(data, types, path)
+
+    def as_list(self, data: Any, found: Plan, path: Path, depth: int) -> Any:
+        """A value where a list belongs: the list a string spells (or a misfit, where it surely
+        spells none), else the value as a list of one."""
+        if isinstance(data, str):  # a list spelled in a string: the list it spells, or none for sure
+            spelled = spelled_list(data, _list_of)
+            if isinstance(spelled, list):
+                self.note(path, f"{quote(data)} as the list it spells ({len(spelled)} items)", 2, breaking=True)
+                return self.array(spelled, found, path, depth)
+            if spelled is not None:
+                self.misfits += 1
+                return data
+        self.note(path, "one value as a list", 2, breaking=True)
+        return [self.walk(data, found.items, (*path, 0), depth + 1)]
 
     def union(self, data: Any, found: Plan, path: Path, depth: int) -> Any:
         best: tuple[int, int, Any, list[Coercion]] | None = None
@@ -212,24 +218,9 @@ class _Coercer:
         if types & _kinds(data):
             return data
         if isinstance(data, str):
-            if types == {"null"} and null_like(data):  # a union's null member (a text member takes the text first)
-                self.note(path, f"{data!r} as null", 1)
-                return None
-            if types & {"integer", "number"}:
-                if _NUMERIC.fullmatch(data):
-                    value = _number(data)
-                    if value is not None and ("number" in types or isinstance(value, int)):
-                        self.note(path, "numeric string as a number", 1)
-                        return value
-                read = number(data, "number" not in types, nested=True)  # the reading of every depth (``_numbers``)
-                if isinstance(read, tuple) and ("number" in types or isinstance(read[0], int)):
-                    self.note(path, read[1] or "numeric string as a number", 2, breaking=True)
-                    return read[0]
-            if "boolean" in types:
-                said = boolean(data)
-                if isinstance(said, tuple):
-                    self.note(path, "yes/no string as a boolean" if said[1] is None else said[1], 1)
-                    return said[0]
+            read = self.from_text(data, types, path)
+            if read is not _MISFIT:
+                return read
         elif isinstance(data, (int, float)) and not isinstance(data, bool) and "string" in types:
             self.note(path, "number as a string", 2, breaking=True)
             return str(data)
@@ -237,6 +228,29 @@ class _Coercer:
             return int(data)
         self.misfits += 1
         return data
+
+    def from_text(self, data: str, types: frozenset[str], path: Path) -> Any:
+        """A string where a null, a number or a yes/no belongs, read as one (recorded); ``_MISFIT``
+        where it says none."""
+        if types == {"null"} and null_like(data):  # a union's null member (a text member takes the text first)
+            self.note(path, f"{data!r} as null", 1)
+            return None
+        if types & {"integer", "number"}:
+            if _NUMERIC.fullmatch(data):
+                value = _number(data)
+                if value is not None and ("number" in types or isinstance(value, int)):
+                    self.note(path, "numeric string as a number", 1)
+                    return value
+            read = number(data, "number" not in types, nested=True)  # the reading of every depth (``_numbers``)
+            if isinstance(read, tuple) and ("number" in types or isinstance(read[0], int)):
+                self.note(path, read[1] or "numeric string as a number", 2, breaking=True)
+                return read[0]
+        if "boolean" in types:
+            said = boolean(data)
+            if isinstance(said, tuple):
+                self.note(path, "yes/no string as a boolean" if said[1] is None else said[1], 1)
+                return said[0]
+        return _MISFIT
 
 
 @functools.lru_cache(maxsize=1024)

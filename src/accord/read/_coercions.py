@@ -209,13 +209,30 @@ def spelled_list(text: str, parse: Any) -> list[Any] | Refusal | None:
     if not s:
         return Refusal("an empty string holds no list: write a JSON list", "list_in_string")
     if s[0] in "[(" and s[-1] in "])":
-        try:
-            found = parse("[" + s[1:-1] + "]" if s[0] == "(" and s[-1] == ")" else s)
-        except (ValueError, RecursionError, NotJson):  # a bracket that does not read: no list for sure
-            found = None
-        if isinstance(found, list):
-            return found
-        return Refusal(f"{quote(text)} writes a list inside a string that does not read as one: write a JSON list", "list_in_string")
+        return _bracketed(text, s, parse)
+    pieces = _pieces(text, s)
+    if not isinstance(pieces, list):
+        return pieces
+    if (len(pieces) < 2 and "\n" not in s and not _LIST_BULLET.match(s)) or any(
+            not p or {"and", "or"} & set(words(p)) or _PIECE_STRUCTURE.search(p) for p in pieces):
+        return Refusal(f"{quote(text)} holds a list in no one way: write a JSON list", "list_in_string")
+    return pieces
+
+
+def _bracketed(text: str, s: str, parse: Any) -> list[Any] | Refusal:
+    """The list a bracketed string (``s``, stripped) writes, read JSON-like (``(a, b)`` as ``[a, b]``)."""
+    try:
+        found = parse("[" + s[1:-1] + "]" if s[0] == "(" and s[-1] == ")" else s)
+    except (ValueError, RecursionError, NotJson):  # a bracket that does not read: no list for sure
+        found = None
+    if isinstance(found, list):
+        return found
+    return Refusal(f"{quote(text)} writes a list inside a string that does not read as one: write a JSON list", "list_in_string")
+
+
+def _pieces(text: str, s: str) -> list[str] | Refusal | None:
+    """The pieces of a list spelled without brackets (``s``, stripped): ``- `` items on lines, then
+    ``;``, then ``,``; None where there is no separator (one value)."""
     if "\n" in s or _LIST_BULLET.match(s):
         lines = [line for line in s.splitlines() if line.strip()]
         if not all(_LIST_BULLET.match(line) for line in lines):  # lines, some not items: one text, or a list?
@@ -229,9 +246,6 @@ def spelled_list(text: str, parse: Any) -> list[Any] | Refusal | None:
         pieces = [p.strip() for p in s.split(",")]
     else:
         return None
-    if (len(pieces) < 2 and "\n" not in s and not _LIST_BULLET.match(s)) or any(
-            not p or {"and", "or"} & set(words(p)) or _PIECE_STRUCTURE.search(p) for p in pieces):
-        return Refusal(f"{quote(text)} holds a list in no one way: write a JSON list", "list_in_string")
     return pieces
 
 

@@ -21,24 +21,15 @@ from ..schema._schema import Schema
 from ._coercions import doubt
 from ._exact import has_decimals
 from ._jsonish import EXACT, PLAIN
+from ._locate import _FENCE, NOTHING, Search
 from ._numbers import number
 from ._plan import resolve, types_of
 from ._words import Refusal, boolean, choice, fold, mentions
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 256
-_MAX_DECODE_TRIES = 64
-WHOLE = -1  # in ``misses``: the whole text is no JSON value
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _DECODER = PLAIN  # (the name the property tests import)
-_OPEN = re.compile(r"[\[{]")
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the only space JSON has
-_SPACES = frozenset(" \t\n\r")
-_OBJECT_GOES_ON = frozenset('"}')
-_VALUE_STARTS = frozenset('"{[-0123456789tfnNI')  # a string, object, list, number, true, false, null, NaN, Infinity
-_ARRAY_GOES_ON = _VALUE_STARTS | {"]"}
-_LITERALS = {"t": "true", "f": "false", "n": "null", "N": "NaN", "I": "Infinity"}
 
 
 @dataclass(frozen=True)
@@ -157,21 +148,6 @@ def extract_json(text: str, misses: set[int] | None = None) -> Any:
     return found
 
 
-NOTHING: Any = object()  # what :func:`first_json` finds in a text with no JSON value
-
-
-def fence_body(match: re.Match[str]) -> tuple[str, int]:
-    """A fenced block's body (group 2 of a fence pattern), stripped, and where it starts in the
-    text: the position the strict and the lenient readings both mark it by (``misses``, ``found``)."""
-    inside = match.group(2)
-    return inside.strip(), match.start(2) + len(inside) - len(inside.lstrip())
-
-
-def fence_miss(start: int) -> int:
-    """The mark in ``misses`` of a fenced block (opening at ``start``) whose body is no JSON."""
-    return -2 - start
-
-
 def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple[Any, int]] | None = None,
                where: list[int] | None = None, decoder: json.JSONDecoder = PLAIN) -> Any:
     """:func:`extract_json` without the exception: ``NOTHING`` when no JSON value is found (what
@@ -182,88 +158,7 @@ def first_json(text: str, misses: set[int] | None = None, found: dict[int, tuple
     ``_jsonish.EXACT`` for a schema that holds a Decimal (a number's digits kept)."""
     check_depth(text)
     missed: set[int] = set() if misses is None else misses
-    for match in _FENCE.finditer(text) if "```" in text else ():
-        body, at = fence_body(match)
-        if body[:1] in "{[":  # decoded where it stands in the text, so the span there is decoded once
-            try:
-                if may_open(text, at):
-                    value, end = decoder.raw_decode(text, at)
-                    if found is not None:
-                        found[at] = (value, end)
-                    if end <= at + len(body) and not text[end : at + len(body)].strip():
-                        if where is not None:
-                            where[:] = (at, end)
-                        return value  # the whole body: what decoder.decode(body) reads
-                else:
-                    missed.add(at)
-            except ValueError:
-                missed.add(at)
-        elif may_be_json(body):
-            try:
-                value = decoder.decode(body)
-                if where is not None:
-                    where[:] = (at, at + len(body))
-                return value
-            except ValueError:
-                pass
-        missed.add(fence_miss(match.start()))
-    for tries, match in enumerate(_OPEN.finditer(text), 1):
-        if tries > _MAX_DECODE_TRIES:
-            break
-        if match.start() in missed:
-            continue  # a fence's body that opens here is no JSON
-        if found and match.start() in found:
-            if where is not None:
-                where[:] = (match.start(), found[match.start()][1])
-            return found[match.start()][0]  # a fence's body that opens here is JSON, with more after it
-        try:
-            if may_open(text, match.start()):
-                value, end = decoder.raw_decode(text, match.start())
-                if found is not None:
-                    found[match.start()] = (value, end)
-                if where is not None:
-                    where[:] = (match.start(), end)
-                return value
-        except ValueError:
-            pass
-        missed.add(match.start())
-    first = _JSON_SPACE.match(text).end()  # type: ignore[union-attr]  # the pattern matches the empty string
-    if first not in missed and may_be_json(text, first):  # else json.loads would certainly fail
-        try:
-            value = decoder.decode(text)
-            if where is not None:
-                where[:] = (first, len(text.rstrip(" \t\n\r")))
-            return value
-        except ValueError:
-            pass
-    missed.add(WHOLE)
-    return NOTHING
-
-
-def may_open(text: str, start: int) -> bool:
-    """Whether the ``{`` or ``[`` at ``start`` may open a JSON value: after JSON's space, ``"`` or
-    ``}`` in an object, a value's first character or ``]`` in an array, and a closing bracket of
-    its kind somewhere after it. False: ``raw_decode`` there certainly fails (so it need not be
-    tried: its error costs more than this look)."""
-    after = start + 1
-    if text[after : after + 1] in _SPACES:  # (most openings have none after them: no match to run)
-        after = _JSON_SPACE.match(text, after).end()  # type: ignore[union-attr]  # the pattern matches the empty string
-    if after >= len(text):
-        return False  # nothing after the opening: cut off
-    if text[start] == "{":
-        return text[after] in _OBJECT_GOES_ON and text.rfind("}", after) >= 0  # no "}" after it: cut off
-    return text[after] in _ARRAY_GOES_ON and text.rfind("]", after) >= 0
-
-
-def may_be_json(text: str, first: int = 0) -> bool:
-    """Whether the whole text may be one JSON value, its first character at ``first`` (after JSON's
-    space). False: ``json.loads`` certainly fails (its error costs more than this look): a word
-    that opens no literal, or a literal (``true``, ``null``...) with more than space after it."""
-    char = text[first : first + 1]
-    if char not in _VALUE_STARTS:
-        return False
-    literal = _LITERALS.get(char)
-    return literal is None or text[first:].rstrip(" \t\n\r") == literal
+    return Search(text, missed, found, where, decoder).first()
 
 
 def check_depth(text: str) -> None:

@@ -137,10 +137,12 @@ class _Reader:
             if pos + 1 < self.n and not text[pos + 1].isspace():
                 pos += 1  # one space: the common case, no match to run
             else:
-                pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s+ at a space
+                space = _SPACE.match(text, pos)  # (always a match: \s+ at a space)
+                pos = space.end() if space else pos
             if pos >= self.n or text[pos] not in "/#":
                 return pos  # space alone: the common case, one match
-        end = _SKIP.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+        skipped = _SKIP.match(text, pos)  # (always a match: the pattern matches the empty string)
+        end = skipped.end() if skipped else pos
         if end > pos and _COMMENT.search(text, pos, end):
             self.fix(path, "comment removed")
         return end
@@ -315,7 +317,8 @@ class _Reader:
         if "\\" not in body and '"' not in body and (body.isprintable() or _PLAIN.fullmatch(body)):
             return body  # no escape, no control character: the text is the string
         try:
-            return json.loads(f'"{body}"')  # type: ignore[no-any-return]
+            decoded: str = json.loads(f'"{body}"')  # a JSON string's body reads as a str
+            return decoded
         except ValueError:
             pass
         if _CONTROL.search(body):
@@ -329,7 +332,8 @@ class _Reader:
             body = _BAD_ESCAPE.sub(lambda m: m.group(1) + "\\\\", body)
         body = _INNER_QUOTE.sub(r'\1\\"', body)  # an inner quote kept
         try:
-            return json.loads(f'"{body}"')  # type: ignore[no-any-return]
+            decoded = json.loads(f'"{body}"')
+            return decoded
         except ValueError as exc:
             raise NotJson("unreadable string") from exc
 

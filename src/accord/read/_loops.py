@@ -206,28 +206,49 @@ def path_at(text: str, offset: int) -> tuple[str | None, bool]:
     """
     if offset > MAX_PATH_SCAN:
         return None, False
-    stack: list[list[Any]] = []  # per open value: ["{", key, expecting a key] or ["["]
-    in_string = False
-    is_key = False
-    escaped = False
-    key: list[str] = []
+    scan = _PathScan()
     for char in text[:offset]:
-        if in_string:
-            if escaped:
-                escaped = False
-                if is_key:
-                    key.append(char)
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-                if is_key:
-                    stack[-1][1], stack[-1][2] = "".join(key), False
-            elif is_key:
-                key.append(char)
-        elif char == '"' and stack:
-            in_string, is_key = True, stack[-1][0] == "{" and stack[-1][2]
-            key = []
+        if scan.in_string:
+            scan.string_char(char)
+        else:
+            scan.structure_char(char)
+    return _dotted(scan.stack), (scan.in_string and not scan.is_key) or not scan.stack
+
+
+class _PathScan:
+    """The state of :func:`path_at`'s scan: the values open (per value ``["{", key, expecting a
+    key]`` or ``["["]``), and whether it is inside a string, a key, after a backslash."""
+
+    __slots__ = ("escaped", "in_string", "is_key", "key", "stack")
+
+    def __init__(self) -> None:
+        self.stack: list[list[Any]] = []
+        self.in_string = False
+        self.is_key = False
+        self.escaped = False
+        self.key: list[str] = []
+
+    def string_char(self, char: str) -> None:
+        """One character inside a string (a key's characters kept)."""
+        if self.escaped:
+            self.escaped = False
+            if self.is_key:
+                self.key.append(char)
+        elif char == "\\":
+            self.escaped = True
+        elif char == '"':
+            self.in_string = False
+            if self.is_key:
+                self.stack[-1][1], self.stack[-1][2] = "".join(self.key), False
+        elif self.is_key:
+            self.key.append(char)
+
+    def structure_char(self, char: str) -> None:
+        """One character outside strings: a string opens, a value opens or closes, a member ends."""
+        stack = self.stack
+        if char == '"' and stack:
+            self.in_string, self.is_key = True, stack[-1][0] == "{" and stack[-1][2]
+            self.key = []
         elif char == "{":
             stack.append(["{", None, True])
         elif char == "[":
@@ -236,11 +257,14 @@ def path_at(text: str, offset: int) -> tuple[str | None, bool]:
             stack.pop()
         elif char == "," and stack and stack[-1][0] == "{":
             stack[-1][2] = True
+
+
+def _dotted(stack: list[list[Any]]) -> str | None:
+    """The path of the values open: keys dotted, an array's items ``[]``; None at the root."""
     parts: list[str] = []
     for frame in stack:
         if frame[0] == "[":
             parts.append("[]")
         elif not frame[2]:  # past its key (else between members: the object's own path)
             parts.append(("." if parts else "") + frame[1])
-    path = "".join(parts) or None
-    return path, (in_string and not is_key) or not stack
+    return "".join(parts) or None

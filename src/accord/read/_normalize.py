@@ -17,25 +17,18 @@ normalized data first and falls back to the raw data, so it never makes a valid 
 
 from __future__ import annotations
 
-import math
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 from pydantic_core import core_schema
 
 from ._coerce import _list_of
-from ._coercions import YES_NO, Refusal, bool_for_number, number_for_bool, spelled_list
-from ._numbers import number
+from ._coercions import Refusal, bool_for_number, number_for_bool, spelled_list
+from ._leaves import Said, iso, member, scalar
 from ._plan import Plan, branches_of, plan_in, plans, types_of
-from ._words import boolean, choice, fold, null_like
-
-_NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
-
-_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
+from ._words import null_like
 
 TextNormalizer = Callable[[str], str]
 
@@ -67,27 +60,6 @@ def collapse_whitespace(text: str) -> str:
 def nfkc(text: str) -> str:
     """Unicode NFKC (compatibility forms folded: ``"ﬁ"`` to ``"fi"``, full-width digits to ASCII)."""
     return unicodedata.normalize("NFKC", text)
-
-
-class Said:
-    """What one normalization did beyond case, space and NFC (``notes``: ``{"path", "fix"}`` dicts,
-    the reading's coercions) and what it refused to read (``refusals``: ``(path, Refusal)``)."""
-
-    __slots__ = ("notes", "refusals")
-
-    def __init__(self) -> None:
-        self.notes: list[dict[str, str]] | tuple[()] = ()  # made a list at the first note (most readings have none)
-        self.refusals: list[tuple[tuple[Any, ...], Refusal]] | tuple[()] = ()
-
-    def note(self, path: tuple[Any, ...], fix: str) -> None:
-        if not self.notes:
-            self.notes = []
-        self.notes.append({"path": ".".join(map(str, path)), "fix": fix})
-
-    def refuse(self, path: tuple[Any, ...], refusal: Refusal) -> None:
-        if not self.refusals:
-            self.refusals = []
-        self.refusals.append((path, refusal))
 
 
 def normalize(data: Any, schema: dict[str, Any] | None, text: Sequence[TextNormalizer] = (), said: Said | None = None) -> Any:
@@ -130,61 +102,61 @@ class _Walker:
         if found.all_of is not None:
             return self.walk(data, found.all_of, depth + 1, path, said)
         if found.members is not None:
-            return _member(_plain(data), found.members, path, said)
+            return member(_plain(data), found.members, path, said)
         if isinstance(data, dict):
-            props, extra = found.props, found.extra
-            walked: dict[str, Any] = {}
-            risky = found.risky or self.risky(found)
-            for key, value in data.items():  # keys are the schema's: never rewritten
-                kind = type(value)
-                if kind in _KEPT:  # kept as it is, unless its node refuses or decides it (a bool for a number)
-                    if kind is _NONE or (key not in (risky[1] if kind is int else risky[0])
-                                         and (key in props or not (risky[3] if kind is int else risky[2]))):
-                        walked[key] = value
-                        continue
-                    walked[key] = self.walk(value, props.get(key, extra), depth + 1, (*path, key), said)
-                    continue
-                child = props.get(key, extra)
-                if type(value) is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
-                    walked[key] = _text(value)
-                    continue
-                walked[key] = self.walk(value, child, depth + 1, (*path, key), said)
-            return walked
+            return self.object(data, found, depth, path, said)
         if isinstance(data, list):
-            prefix, items = found.prefix, found.items
-            if not prefix:
-                if items is None or not self.text_only(items):
-                    return [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
-                return [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
-            return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
-        scalar = found.scalar
-        if scalar is not None:
-            if type(data) is not str:  # a number or a yes/no already (a float for an integer: made exact)
-                if scalar == "boolean":
-                    if isinstance(data, (int, float)) and type(data) is not bool:  # (a JSON number may be a float subclass)
-                        said.refuse(path, number_for_bool(data))
-                    return data
-                if type(data) is bool:
-                    said.refuse(path, bool_for_number(data))
-                    return data
-                return _integer(data) if scalar == "integer" else data
-            if scalar == "boolean":
-                return _boolean(data, path, said)
-            return _numeric(data, scalar == "integer", path, said)
+            return self.array(data, found, depth, path, said)
+        if found.scalar is not None:
+            return scalar(data, found.scalar, path, said)
         if isinstance(data, str):
-            if "array" in found.types:  # a list spelled in a string: the coercer reads it, or here it is refused with why
-                spelled = spelled_list(data, _list_of)
-                if isinstance(spelled, Refusal):
-                    said.refuse(path, spelled)
-                return _plain(data)
-            if found.fmt is not None:
-                return _iso(_text(data), found.fmt)
-            if self.text and found.free_text:
-                out = _text(data)
-                for fn in self.text:
-                    out = fn(out)
-                return out
+            return self.string(data, found, path, said)
         return _plain(data)
+
+    def object(self, data: dict[str, Any], found: Plan, depth: int, path: tuple[Any, ...], said: Said) -> dict[str, Any]:
+        """An object's members walked under their properties; its keys are the schema's: never rewritten."""
+        props, extra = found.props, found.extra
+        walked: dict[str, Any] = {}
+        risky = found.risky or self.risky(found)
+        for key, value in data.items():
+            kind = type(value)
+            # kept as it is, unless its node refuses or decides it (a bool for a number)
+            if kind in _KEPT and (kind is _NONE or (key not in (risky[1] if kind is int else risky[0])
+                                                    and (key in props or not (risky[3] if kind is int else risky[2])))):
+                walked[key] = value
+                continue
+            child = props.get(key, extra)
+            if kind is str and self.text_only(child):  # only trimmed and NFC'd (no walk)
+                walked[key] = _text(value)
+                continue
+            walked[key] = self.walk(value, child, depth + 1, (*path, key), said)
+        return walked
+
+    def array(self, data: list[Any], found: Plan, depth: int, path: tuple[Any, ...], said: Said) -> list[Any]:
+        """An array's items walked under their node (the prefix's first)."""
+        prefix, items = found.prefix, found.items
+        if not prefix:
+            if items is None or not self.text_only(items):
+                return [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+            return [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+        return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+
+    def string(self, data: str, found: Plan, path: tuple[Any, ...], said: Said) -> Any:
+        """A string where the node takes no scalar: a spelled list refused with why, a date or time
+        in its ISO form, free text through the text normalizers; else trimmed and NFC'd."""
+        if "array" in found.types:  # a list spelled in a string: the coercer reads it, or here it is refused with why
+            spelled = spelled_list(data, _list_of)
+            if isinstance(spelled, Refusal):
+                said.refuse(path, spelled)
+            return _text(data)
+        if found.fmt is not None:
+            return iso(_text(data), found.fmt)
+        if self.text and found.free_text:
+            out = _text(data)
+            for fn in self.text:
+                out = fn(out)
+            return out
+        return _text(data)
 
     def risky(self, found: Plan) -> tuple[frozenset[str], frozenset[str], bool, bool]:
         """The properties of an object node whose bool (first) or int (second) value must be
@@ -212,14 +184,8 @@ class _Walker:
         if data is None:
             return None
         branches = branches_of(found, self.root)
-        if isinstance(data, (int, float)):
-            takes = set().union(*(types_of(b) for b in branches)) if branches else set()
-            if type(data) is bool and "boolean" not in takes and takes & {"integer", "number"}:
-                said.refuse(path, bool_for_number(data))
-                return data
-            if type(data) is not bool and "boolean" in takes and not takes & {"integer", "number"}:
-                said.refuse(path, number_for_bool(data))
-                return data
+        if isinstance(data, (int, float)) and _refused_kind(data, branches, path, said):
+            return data
         if isinstance(data, str) and null_like(data) and _nullable_not_text(branches):
             said.note(path, f"{data!r} as null")
             return None
@@ -231,6 +197,18 @@ class _Walker:
             if len(readers) == 1:
                 return self.walk(data, readers[0], depth + 1, path, said)
         return _plain(data)
+
+
+def _refused_kind(data: float, branches: list[dict[str, Any]], path: tuple[Any, ...], said: Said) -> bool:
+    """Whether a union refuses a yes/no (or a number) because it takes only numbers (or only yes/no)."""
+    takes = set().union(*(types_of(b) for b in branches)) if branches else set()
+    if type(data) is bool and "boolean" not in takes and takes & {"integer", "number"}:
+        said.refuse(path, bool_for_number(data))
+        return True
+    if type(data) is not bool and "boolean" in takes and not takes & {"integer", "number"}:
+        said.refuse(path, number_for_bool(data))
+        return True
+    return False
 
 
 def _nullable_not_text(branches: list[dict[str, Any]]) -> bool:
@@ -268,111 +246,3 @@ def _plain(data: Any) -> Any:
 
 def _text(value: str) -> str:
     return unicodedata.normalize("NFC", value).strip()
-
-
-
-def _member(data: Any, members: list[Any], path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
-    """The enum member the data names: matched exactly, then case- and whitespace-insensitively,
-    then as ``_words.choice`` reads it (recorded in ``said``; a negated or hedged one refused)."""
-    if any(data == m and type(data) is type(m) for m in members):
-        return data
-    if type(data) is bool and said is not None and not any(type(m) is bool for m in members):
-        if any(type(m) in (int, float) for m in members):
-            said.refuse(path, bool_for_number(data))
-        return data
-    if isinstance(data, (int, float)) and said is not None and any(type(m) is bool for m in members):
-        if not any(type(m) in (int, float) for m in members):
-            said.refuse(path, number_for_bool(data))
-        return data
-    if isinstance(data, str):
-        folded = [m for m in members if isinstance(m, str) and fold(m) == fold(data)]
-        if len(folded) == 1:
-            if said is not None and folded[0] != data.strip():  # a case fold too is recorded
-                said.note(path, f"{data!r} as the member {folded[0]!r}")
-            return folded[0]
-        numeric = [m for m in members if isinstance(m, (int, float)) and not isinstance(m, bool)]
-        if numeric and _NUMERIC.fullmatch(data):
-            value = _number(data)
-            if value in numeric:
-                return value
-        if said is not None and not folded:
-            read = choice(data, members, nested=True)
-            if isinstance(read, Refusal):
-                said.refuse(path, read)
-            elif read is not None:
-                if read[1] is not None:
-                    said.note(path, read[1])
-                return read[0]
-    return data
-
-
-def _number(data: Any) -> Any:
-    if isinstance(data, str) and _NUMERIC.fullmatch(data):
-        value = float(data)
-        if math.isfinite(value):
-            return int(value) if value.is_integer() and re.fullmatch(r"\s*[-+]?\d+\s*", data) else value
-    return data
-
-
-def _integer(data: Any) -> Any:
-    data = _number(data)
-    if isinstance(data, float) and data.is_integer() and abs(data) < 2**53:
-        return int(data)
-    return data
-
-
-def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any:
-    """A number, or a string that says one number (``_numbers``: recorded; a form with two
-    readings refused)."""
-    out = _integer(data) if integer else _number(data)
-    if type(out) is not str:
-        if type(data) is str:
-            said.note(path, "numeric string as a number")
-        return out
-    read = number(out, integer, nested=True)
-    if isinstance(read, Refusal):
-        said.refuse(path, read)
-        return out
-    if read is None:
-        return out
-    if read[1] is not None:
-        said.note(path, read[1])
-    return _integer(read[0]) if integer else read[0]
-
-
-def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
-    if not isinstance(data, str):
-        return data
-    exact = YES_NO.get(fold(data))
-    if exact is not None or said is None:
-        if exact is not None and said is not None:
-            said.note(path, f"{data!r} as {'true' if exact else 'false'}")
-        return data if exact is None else exact
-    read = boolean(data)
-    if isinstance(read, Refusal):
-        said.refuse(path, read)
-        return data
-    if read is None:
-        return data
-    if read[1] is not None:
-        said.note(path, read[1])
-    return read[0]
-
-
-def _iso(text: str, fmt: str) -> str:
-    """An unambiguous date (or datetime) written another way, to ISO 8601; else unchanged."""
-    if fmt == "date-time":
-        try:
-            return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat().replace("+00:00", "Z")
-        except ValueError:
-            return text
-    try:
-        return date.fromisoformat(text).isoformat()
-    except ValueError:
-        pass
-    for pattern in _DATE_FORMATS:
-        try:
-            return datetime.strptime(text, pattern).date().isoformat()
-        except ValueError:
-            continue
-    return text

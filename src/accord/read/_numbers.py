@@ -99,51 +99,74 @@ def _real(digits: str, exact: bool) -> float | Decimal:
 
 
 def _form(bare: str, integer: bool, exact: bool = False) -> Read | Refusal | None:
-    """One number written in one form (the whole of ``bare``)."""
+    """One number written in one form (the whole of ``bare``): the form it matches reads it."""
     if _PLAIN.fullmatch(bare):
-        if _INTEGER.fullmatch(bare):
-            return int(bare), None  # (at most MAX_DIGITS digits: checked before)
-        value = _real(bare, exact)
-        if not math.isfinite(value) or (exact and abs(value.adjusted()) > _MAX_POWER):  # type: ignore[union-attr]
-            return Refusal(f"{quote(bare)} is not a finite number (past a float's range)", "finite_number")
-        return value, None
+        return _plain(bare, exact)
     if _GROUPED.fullmatch(bare):
-        digits = bare.replace(",", "")
-        if not integer and bare.count(",") == 1 and "." not in bare:
-            return Refusal(f"{quote(bare)} may be {digits} or {bare.replace(',', '.')} (a decimal comma): "
-                           "write the number without a comma", "number_form")
-        return (int(digits) if _INTEGER.fullmatch(digits) else _real(digits, exact)), "thousands separators"
+        return _grouped(bare, integer, exact)
     if _COMMA.fullmatch(bare):
         return Refusal(f"{quote(bare)} has a decimal comma (or is a list): write one number with a decimal point",
                        "number_form")
     match = _FRACTION.fullmatch(bare)
     if match:
-        top, bottom = int(match.group(1)), int(match.group(2))
-        if integer:
-            return Refusal(f"{quote(bare)} is a fraction, not an integer: write the integer", "number_form")
-        if bottom == 0:
-            return Refusal(f"{quote(bare)} divides by zero: write one number", "number_form")
-        if exact:
-            share = Decimal(top) / Decimal(bottom)
-            if share * bottom != top:
-                return Refusal(f"{quote(bare)} has no exact decimal: write the number", "number_form")
-            return share, "a fraction"
-        return top / bottom, "a fraction"
+        return _fraction(bare, int(match.group(1)), int(match.group(2)), integer, exact)
     match = _SCIENTIFIC.fullmatch(bare) or _POWER.fullmatch(bare)
     if match:
         return _power(bare, match, integer, scientific=match.re is _SCIENTIFIC, exact=exact)
-    for pattern, what in ((_CURRENCY_BEFORE, "the currency dropped"), (_CURRENCY_AFTER, "the currency dropped"),
-                          (_PERCENT, "the percent sign dropped")):
+    for pattern, what in _AROUND:
         match = pattern.fullmatch(bare)
         if match:
-            inner = _form(match.group(match.lastindex or 1).strip(), integer, exact)
-            if isinstance(inner, tuple):
-                sign = -1 if pattern is _CURRENCY_BEFORE and match.group(1) == "-" else 1
-                return sign * inner[0], what if inner[1] is None else f"{inner[1]}, {what}"
-            return inner
+            return _around(match, what, integer, exact)
     if _RANGE.fullmatch(bare):
         return Refusal(f"{quote(bare)} is a range, not one number: write one number", "range")
     return None
+
+
+def _plain(bare: str, exact: bool) -> Read | Refusal:
+    """A number as JSON writes it (``12.`` too): an int, or a float or a Decimal within a float's range."""
+    if _INTEGER.fullmatch(bare):
+        return int(bare), None  # (at most MAX_DIGITS digits: checked before)
+    value = _real(bare, exact)
+    if not math.isfinite(value) or (isinstance(value, Decimal) and abs(value.adjusted()) > _MAX_POWER):
+        return Refusal(f"{quote(bare)} is not a finite number (past a float's range)", "finite_number")
+    return value, None
+
+
+def _grouped(bare: str, integer: bool, exact: bool) -> Read | Refusal:
+    """A number with thousands separators (``1,234``); one comma and no point may be a decimal comma: refused."""
+    digits = bare.replace(",", "")
+    if not integer and bare.count(",") == 1 and "." not in bare:
+        return Refusal(f"{quote(bare)} may be {digits} or {bare.replace(',', '.')} (a decimal comma): "
+                       "write the number without a comma", "number_form")
+    return (int(digits) if _INTEGER.fullmatch(digits) else _real(digits, exact)), "thousands separators"
+
+
+def _fraction(bare: str, top: int, bottom: int, integer: bool, exact: bool) -> Read | Refusal:
+    """``top/bottom``: its value where a number (exactly, for a Decimal) is wanted; else refused."""
+    if integer:
+        return Refusal(f"{quote(bare)} is a fraction, not an integer: write the integer", "number_form")
+    if bottom == 0:
+        return Refusal(f"{quote(bare)} divides by zero: write one number", "number_form")
+    if not exact:
+        return top / bottom, "a fraction"
+    share = Decimal(top) / Decimal(bottom)
+    if share * bottom != top:
+        return Refusal(f"{quote(bare)} has no exact decimal: write the number", "number_form")
+    return share, "a fraction"
+
+
+# A number inside a currency or a percent sign: the pattern, and the coercion it records.
+_AROUND = ((_CURRENCY_BEFORE, "the currency dropped"), (_CURRENCY_AFTER, "the currency dropped"),
+           (_PERCENT, "the percent sign dropped"))
+
+
+def _around(match: re.Match[str], what: str, integer: bool, exact: bool) -> Read | Refusal | None:
+    """The number inside a currency or a percent sign (``what``: the coercion recorded), read in its own form."""
+    inner = _form(match.group(match.lastindex or 1).strip(), integer, exact)
+    if not isinstance(inner, tuple):
+        return inner
+    sign = -1 if match.re is _CURRENCY_BEFORE and match.group(1) == "-" else 1
+    return sign * inner[0], what if inner[1] is None else f"{inner[1]}, {what}"
 
 
 def _power(bare: str, match: re.Match[str], integer: bool, scientific: bool, exact: bool = False) -> Read | Refusal:

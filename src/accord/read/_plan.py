@@ -60,61 +60,90 @@ class Plan:
         self.raw = raw
         self.node = node  # the node as the schema holds it (a ``$ref`` unresolved): kept alive with its plan
         self.empty = not raw
-        branches = None
-        for key in ("anyOf", "oneOf"):
-            found = raw.get(key)
-            if isinstance(found, list) and found:
-                branches = found
-                break
-        self.branches: list[Any] | None = branches
-        all_of = raw.get("allOf")
-        self.all_of: Any = all_of[0] if isinstance(all_of, list) and len(all_of) == 1 else None
-        self.members: list[Any] | None = (
-            raw["enum"] if isinstance(raw.get("enum"), list) else [raw["const"]] if "const" in raw else None
-        )
+        self.branches: list[Any] | None = _branches(raw)
+        all_of = _list_at(raw, "allOf")
+        self.all_of: Any = all_of[0] if all_of is not None and len(all_of) == 1 else None
+        self.members: list[Any] | None = _members(raw)
         self.types = frozenset(types_of(raw))
-        # The types as coerce reads them: a node with properties or items is an object or an array.
-        self.shape_types = self.types or (
-            frozenset({"object"}) if "properties" in raw
-            else frozenset({"array"}) if "items" in raw or "prefixItems" in raw else frozenset()
-        )
-        self.props: dict[str, Any] = raw["properties"] if isinstance(raw.get("properties"), dict) else {}
-        extra = raw.get("additionalProperties")
-        self.extra: dict[str, Any] | None = extra if isinstance(extra, dict) else None
-        self.required: list[Any] = raw["required"] if isinstance(raw.get("required"), list) else []
-        self.prefix: list[Any] = raw["prefixItems"] if isinstance(raw.get("prefixItems"), list) else []
-        self.items: dict[str, Any] | None = raw["items"] if isinstance(raw.get("items"), dict) else None
+        self.shape_types = self.types or _shape_types(raw)
+        self.props: dict[str, Any] = _dict_at(raw, "properties") or {}
+        self.extra: dict[str, Any] | None = _dict_at(raw, "additionalProperties")
+        self.required: list[Any] = _list_at(raw, "required") or []
+        self.prefix: list[Any] = _list_at(raw, "prefixItems") or []
+        self.items: dict[str, Any] | None = _dict_at(raw, "items")
         fmt = raw.get("format")
         self.fmt: str | None = fmt if fmt in ("date", "date-time") else None
         self.free_text = "string" in self.types and not fmt and "pattern" not in raw  # the text normalizers apply
         # The numeric or boolean reading of a node that takes no string (normalize).
-        self.scalar: str | None = None
-        if "string" not in self.types:
-            self.scalar = next((t for t in ("integer", "number", "boolean") if t in self.types), None)
+        self.scalar: str | None = _scalar(self.types)
+        decided = self.branches is not None or self.all_of is not None or self.members is not None  # by a union, allOf or member
         # A string here is only trimmed and NFC'd (no union, member, number, boolean or date to read it
         # as; the text normalizers aside, see ``free_text``): normalize does it without a walk.
-        self.text_only = not raw or (
-            branches is None and self.all_of is None and self.members is None and self.scalar is None and self.fmt is None
-        )
+        self.text_only = not raw or (not decided and self.scalar is None and self.fmt is None)
         # The Python types of a scalar coerce leaves as it is here (the walk would only return it).
-        self.as_is: frozenset[type] = frozenset(
-            kind for kind, kinds in _SCALAR_KINDS.items()
-            if branches is None and self.all_of is None and self.members is None and self.shape_types and kinds & self.shape_types
-            and (kind is not type(None) or "null" in self.shape_types)
-        ) if raw else frozenset(_SCALAR_KINDS)
+        self.as_is: frozenset[type] = frozenset() if decided else _as_is(self.shape_types) if raw else frozenset(_SCALAR_KINDS)
         # The scalar types normalize must look at here rather than keep (a bool where a number
         # belongs, a number where a bool belongs: refused; a union or a member decides by its branches).
-        self.walks: frozenset[type] = (
-            frozenset({bool, int}) if branches is not None or self.members is not None or self.all_of is not None
-            else frozenset({bool}) if self.scalar in ("integer", "number")
-            else frozenset({int}) if self.scalar == "boolean"
-            else frozenset()
-        )
+        self.walks: frozenset[type] = frozenset({bool, int}) if decided else _walks(self.scalar)
         self.risky: tuple[frozenset[str], frozenset[str], bool, bool] | None = None  # (normalize fills it)
         self.resolved_branches: list[dict[str, Any]] | None = None
         self.leaves: list[tuple[Any, dict[str, Any]]] | None = None  # the union flattened (coerce)
         self.folded_keys: dict[str, list[str]] | None = None
         self.takes_null: bool | None = None
+
+
+def _dict_at(raw: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The node's member ``key`` where it is an object, else None."""
+    value = raw.get(key)
+    return value if isinstance(value, dict) else None
+
+
+def _list_at(raw: dict[str, Any], key: str) -> list[Any] | None:
+    """The node's member ``key`` where it is an array, else None."""
+    value = raw.get(key)
+    return value if isinstance(value, list) else None
+
+
+def _branches(raw: dict[str, Any]) -> list[Any] | None:
+    """A union's branches: ``anyOf``, else ``oneOf`` (the first that is a non-empty list)."""
+    return _list_at(raw, "anyOf") or _list_at(raw, "oneOf") or None
+
+
+def _members(raw: dict[str, Any]) -> list[Any] | None:
+    """A node's members: its ``enum`` (a list), else ``[const]``, else None."""
+    enum = _list_at(raw, "enum")
+    if enum is not None:
+        return enum
+    return [raw["const"]] if "const" in raw else None
+
+
+def _shape_types(raw: dict[str, Any]) -> frozenset[str]:
+    """The type of a node that names none, as coerce reads it: with properties an object, with items an array."""
+    if "properties" in raw:
+        return frozenset({"object"})
+    return frozenset({"array"}) if "items" in raw or "prefixItems" in raw else frozenset()
+
+
+def _scalar(types: frozenset[str]) -> str | None:
+    """A node's numeric or boolean reading, where it takes no string."""
+    if "string" in types:
+        return None
+    return next((t for t in ("integer", "number", "boolean") if t in types), None)
+
+
+def _as_is(shape_types: frozenset[str]) -> frozenset[type]:
+    """The Python scalar types a node that no union, allOf or member decides takes as they are."""
+    return frozenset(
+        kind for kind, kinds in _SCALAR_KINDS.items()
+        if kinds & shape_types and (kind is not type(None) or "null" in shape_types)
+    )
+
+
+def _walks(scalar: str | None) -> frozenset[type]:
+    """The scalar types normalize must look at under a number (a bool) or a yes/no (an int)."""
+    if scalar in ("integer", "number"):
+        return frozenset({bool})
+    return frozenset({int}) if scalar == "boolean" else frozenset()
 
 
 EMPTY_PLAN = Plan({})

@@ -81,18 +81,31 @@ def choice(text: str, members: list[Any] | tuple[Any, ...], nested: bool = False
     named_words = [m for m in members if isinstance(m, str)]
     if not named_words:
         return None
+    found = _as_word(text, named_words)
+    if found is not None:
+        return found
+    if "|" in text:
+        return Refusal(f"{quote(text)} lists the choices instead of choosing: answer with exactly one", "several")
+    if nested and STRUCTURE.search(text):
+        return None
+    return _in_prose(text, named_words)
+
+
+def _as_word(text: str, named_words: list[str]) -> tuple[str, str | None] | None:
+    """The member whose word the text is, up to case and space (recorded unless it is the member
+    as written), then without what :func:`trim` strips; None when it is no member's word."""
     folded = fold(text)
     for m in named_words:
         if fold(m) == folded:
             return m, None if text.strip() == m else f"{quote(text)} as the member {m!r}"
     bare = fold(trim(text))
     exact = [m for m in named_words if fold(m) == bare]
-    if len(exact) == 1:
-        return exact[0], f"{quote(text)} as the member {exact[0]!r}"
-    if "|" in text:
-        return Refusal(f"{quote(text)} lists the choices instead of choosing: answer with exactly one", "several")
-    if nested and STRUCTURE.search(text):
-        return None
+    return (exact[0], f"{quote(text)} as the member {exact[0]!r}") if len(exact) == 1 else None
+
+
+def _in_prose(text: str, named_words: list[str]) -> tuple[str, str | None] | Refusal | None:
+    """The one member named as a whole word in prose, with no negation or doubt about it; two
+    members named, or none with a negation, a hedge or an unknown, are refused."""
     spans = mentions(text, named_words)
     named = {m for _, _, m in spans}
     if len(named) > 1:
@@ -145,8 +158,12 @@ def boolean(text: str) -> tuple[bool, str | None] | Refusal | None:
         return why
     said = words(text)
     at = next((i for i, w in enumerate(said[:3]) if w in _SAID), None)  # "y" and "n" only alone (not the n of N/A)
-    if at is None:
-        return None
+    return None if at is None else _opening(text, said, at)
+
+
+def _opening(text: str, said: list[str], at: int) -> tuple[bool, str | None] | Refusal:
+    """The yes/no word ``said[at]`` among the text's first three: its value, unless the words
+    around it contradict, negate or hedge it, or a later answer says the other."""
     word = said[at]
     value = YES_NO[word]
     head, tail = said[:at], said[at + 1 : at + 5]

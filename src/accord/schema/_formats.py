@@ -53,7 +53,7 @@ def _standin() -> types.ModuleType | None:
     if grammar is None:
         return None
     module = types.ModuleType("rfc3987_syntax", "accord's stand-in while jsonschema is imported (accord.schema._formats)")
-    module.is_valid_syntax = _Syntax(grammar)  # type: ignore[attr-defined]
+    vars(module)["is_valid_syntax"] = _Syntax(grammar)  # (a module's attributes are its dict)
     return module
 
 

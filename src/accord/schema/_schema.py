@@ -174,7 +174,7 @@ class Schema(Generic[T]):
     def __init__(self, source: Any) -> None:
         self.source = source
         self.kind = self._kind_of(source)
-        self._adapter: pydantic.TypeAdapter[Any] | None = None
+        self._adapter: pydantic.TypeAdapter[T] | None = None
         self._validator: Any = None
         if self.kind in {"object", "choice", "scalar", "type"}:
             # its JSON Schema too, now: what pydantic cannot write is an UnsupportedSchema here
@@ -301,8 +301,9 @@ class Schema(Generic[T]):
             try:
                 validator: Any = adapter.validator  # a mock until a deferred build is done
                 if type(validator) is pydantic_core.SchemaValidator:  # built: called without the adapter's wrapper
-                    return validator.validate_python(data)  # type: ignore[no-any-return]  # the adapter is of T
-                return adapter.validate_python(data)  # type: ignore[no-any-return]  # a deferred build: the adapter builds it
+                    value: T = validator.validate_python(data)  # the adapter is of T
+                    return value
+                return adapter.validate_python(data)  # a deferred build: the adapter builds it
             except pydantic.ValidationError as exc:
                 raise ValidationFailure(functools.partial(_pydantic_errors, exc), exc.error_count()) from None
         if self.kind == "json":
@@ -314,7 +315,13 @@ class Schema(Generic[T]):
                         for e in errors[:20]
                     ]
                 )
-            return data  # type: ignore[no-any-return]
+        else:
+            self._check_text(data)
+        valid: T = data  # a JSON Schema's data, a regex's or a grammar's text, is its value: T is Any or str
+        return valid
+
+    def _check_text(self, data: Any) -> None:
+        """Raise :class:`ValidationFailure` unless ``data`` is text that the regex or grammar takes."""
         if not isinstance(data, str):
             raise ValidationFailure([{"loc": (), "msg": "expected text", "type": "string_type", "input": _short(data)}])
         if self.kind == "regex":
@@ -322,9 +329,8 @@ class Schema(Generic[T]):
                 raise ValidationFailure(
                     [{"loc": (), "msg": f"does not match {self.source.pattern}", "type": "pattern", "input": _short(data)}]
                 )
-            return data  # type: ignore[return-value]
+            return
         self.source.check(data)
-        return data  # type: ignore[return-value]
 
     def dump(self, value: Any) -> Any:
         """The JSON data of a validated value."""
