@@ -24,6 +24,7 @@ from .._errors import AccordError, OutputError
 from .._result import Result
 from .._stabilizer import Stabilizer
 from .._types import Completion, Request, Settings
+from ..models import Backend
 from ..prompt._prompt import build_input
 from ..read._read import Reading, read
 from ..vote._perturb import Perturbation
@@ -89,13 +90,13 @@ def _variant(backend: Any, **changes: Any) -> Any:
 # -- the raw phase ---------------------------------------------------------------------------------
 
 
-def raw_call(backend: Any, item: Item, settings: Settings) -> Completion:
+def raw_call(backend: Backend, item: Item, settings: Settings) -> Completion:
     """The raw text for one item: unconstrained greedy when the backend can, else ``generate``."""
     sent = build_input(item.prompt, item.schema, hint=True, feedback=None)
     raw = backend.unconstrained(sent, settings)
     if raw is not None:
-        return raw  # type: ignore[no-any-return]
-    return backend.generate(Request(item.prompt, sent, item.schema, settings))  # type: ignore[no-any-return]
+        return raw
+    return backend.generate(Request(item.prompt, sent, item.schema, settings))
 
 
 def to_run(completion: Completion, item: Item, tokenize: Callable[[str], Sequence[Any]] | None) -> Run:
@@ -238,32 +239,8 @@ def summarize(
     gold = [item.gold_key for item in items]
     texts = [[raw[c][i].text for c in names] for i in range(len(items))]
     answers = [[raw[c][i].answer for c in names] for i in range(len(items))]
-    prompts = []
-    for i, item in enumerate(items):
-        margins = [m for m in (raw[c][i].min_margin for c in names) if m is not None]
-        row: dict[str, Any] = {
-            "id": item.id,
-            "prompt": item.text,
-            "schema": item.schema_name,
-            "gold": item.gold,
-            "raw": {c: {"text": raw[c][i].text, "answer": raw[c][i].answer, "min_margin": raw[c][i].min_margin} for c in names},
-            "text_agrees": distinct(texts[i]) == 1,
-            "answer_agrees": distinct(answers[i]) == 1,
-            "distinct_texts": distinct(texts[i]),
-            "distinct_answers": distinct(answers[i]),
-            "first_divergence": first_divergence([raw[c][i].tokens for c in names]),
-            "min_margin": min(margins) if margins else None,
-            "agreement_before": majority_share(answers[i]),
-        }
-        if stable is not None:
-            finals = [stable[c][i] for c in stable]
-            row["stabilized"] = {
-                c: {"answer": f.answer, "calls": f.calls, "stopped_because": f.stopped_because, "ballots": list(f.ballots)}
-                for c, f in zip(stable, finals, strict=True)
-            }
-            row["agreement_after"] = majority_share([f.answer for f in finals])
-            row["calls_per_answer"] = sum(f.calls for f in finals) / len(finals)
-        prompts.append(row)
+    prompts = [_row(item, {c: raw[c][i] for c in names}, {c: stable[c][i] for c in stable} if stable is not None else None)
+               for i, item in enumerate(items)]  # fmt: skip
     audit: dict[str, Any] = {
         "prompts_audited": len(items),
         "conditions": names,
@@ -272,15 +249,51 @@ def summarize(
         "prompts": prompts,
     }
     if stable is not None:
-        finals_by_item = [[stable[c][i].answer for c in stable] for i in range(len(items))]
-        metrics = _phase_metrics(finals_by_item, gold, list(stable))
-        calls = [f.calls for c in stable for f in stable[c]]
-        metrics["calls_per_answer"] = sum(calls) / len(calls) if calls else 0.0
-        metrics["stable_share"] = sum(f.stable for c in stable for f in stable[c]) / max(len(calls), 1)
-        audit["stabilized"] = metrics
+        audit["stabilized"] = _stabilized_metrics(stable, gold, len(items))
     if floors is not None:
         audit["noise_floors"] = floors
     return audit
+
+
+def _row(item: Item, raw: dict[str, Run], stable: dict[str, Final] | None) -> dict[str, Any]:
+    """One prompt's row: its raw run under each condition, and its stabilized run under each, if any."""
+    runs = list(raw.values())
+    texts = [r.text for r in runs]
+    answers = [r.answer for r in runs]
+    margins = [r.min_margin for r in runs if r.min_margin is not None]
+    row: dict[str, Any] = {
+        "id": item.id,
+        "prompt": item.text,
+        "schema": item.schema_name,
+        "gold": item.gold,
+        "raw": {c: {"text": r.text, "answer": r.answer, "min_margin": r.min_margin} for c, r in raw.items()},
+        "text_agrees": distinct(texts) == 1,
+        "answer_agrees": distinct(answers) == 1,
+        "distinct_texts": distinct(texts),
+        "distinct_answers": distinct(answers),
+        "first_divergence": first_divergence([r.tokens for r in runs]),
+        "min_margin": min(margins) if margins else None,
+        "agreement_before": majority_share(answers),
+    }
+    if stable is not None:
+        row["stabilized"] = {
+            c: {"answer": f.answer, "calls": f.calls, "stopped_because": f.stopped_because, "ballots": list(f.ballots)}
+            for c, f in stable.items()
+        }
+        finals = list(stable.values())
+        row["agreement_after"] = majority_share([f.answer for f in finals])
+        row["calls_per_answer"] = sum(f.calls for f in finals) / len(finals)
+    return row
+
+
+def _stabilized_metrics(stable: dict[str, list[Final]], gold: list[str | None], n: int) -> dict[str, Any]:
+    """The stabilized phase's headline metrics."""
+    finals_by_item = [[stable[c][i].answer for c in stable] for i in range(n)]
+    metrics = _phase_metrics(finals_by_item, gold, list(stable))
+    calls = [f.calls for c in stable for f in stable[c]]
+    metrics["calls_per_answer"] = sum(calls) / len(calls) if calls else 0.0
+    metrics["stable_share"] = sum(f.stable for c in stable for f in stable[c]) / max(len(calls), 1)
+    return metrics
 
 
 def _phase_metrics(

@@ -12,12 +12,22 @@ import io
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:  # the measuring is imported when a command runs: ``accord --help`` stays quick
+    from typing import TypeAlias
+
+    from .._types import Settings
+    from ..models import Backend
+    from ._audit import Condition, Final, Run
+    from ._audit_input import Item
+
+    Phases: TypeAlias = "tuple[dict[str, list[Run]], dict[str, list[Final]], dict[str, dict[str, float]]]"
 
 PLAIN_EVERY = 5.0  # seconds between two progress lines when stderr is no terminal
 
@@ -288,12 +298,40 @@ def audit_command(
     """
     from rich.console import Console
 
-    from .._errors import ConfigError
     from .._types import Settings
     from . import _audit
     from ._audit_input import load_items
 
     http = model.partition(":")[0] == "openai"
+    runs = _checked_options(http, runs, concurrency, model_name, limit)
+    console = Console(stderr=True)
+    items = load_items(prompts, schema)[:limit]
+    loading = "" if http else " (loading a local model takes a while)"
+    typer.echo(f"accord audit: {len(items)} prompt{'s' if len(items) != 1 else ''}; opening {model}{loading}", err=True)
+    start = time.monotonic()
+    target = _audit.open_target(model, model_name, quick=quick)
+    typer.echo(f"accord audit: opened {target.label} in {time.monotonic() - start:.1f} s", err=True)
+    tokens = _audit.QUICK_TOKENS if quick else _audit.FULL_TOKENS
+    settings = Settings(max_tokens=tokens)
+    if target.http is not None:
+        raw, stable, floors = _http_phases(items, target.http, settings, tokens, n=runs if runs is not None else 5, spread=concurrency or 0)
+    else:
+        raw, stable, floors = _local_phases(items, list(target.conditions), settings, tokens)
+    audit = _audit.summarize(items, raw, stable, floors)
+    audit["model"] = target.label
+    audit["max_tokens"] = tokens
+    print_report(audit, Console())
+    if out:
+        js, page = write_reports(audit, Path(out))
+        console.print(f"written: {js} and {page}")
+    return audit
+
+
+def _checked_options(http: bool, runs: int | None, concurrency: int | None, model_name: str | None, limit: int | None) -> int | None:
+    """``runs`` as the audit uses it (5 over HTTP when not given), once the options are checked;
+    the options that apply over HTTP only are named on stderr for a local model."""
+    from .._errors import ConfigError
+
     if http:
         runs = 5 if runs is None else runs
         if runs < 2:
@@ -307,37 +345,29 @@ def audit_command(
                        "once per deployment condition", err=True)
     if limit is not None and (isinstance(limit, bool) or limit < 1):
         raise ConfigError(f"--limit must be at least 1, got {limit}")
-    console = Console(stderr=True)
-    items = load_items(prompts, schema)[:limit]
-    loading = "" if http else " (loading a local model takes a while)"
-    typer.echo(f"accord audit: {len(items)} prompt{'s' if len(items) != 1 else ''}; opening {model}{loading}", err=True)
-    start = time.monotonic()
-    target = _audit.open_target(model, model_name, quick=quick)
-    typer.echo(f"accord audit: opened {target.label} in {time.monotonic() - start:.1f} s", err=True)
-    tokens = _audit.QUICK_TOKENS if quick else _audit.FULL_TOKENS
-    settings = Settings(max_tokens=tokens)
-    floors: dict[str, dict[str, float]] = {}
-    if target.http is not None:
-        n, spread = runs if runs is not None else 5, concurrency or 0
-        with progress(len(items), f"raw: {n} requests, " + (f"alone and among {spread}" if spread else "concurrent")) as tick:
-            raw = _audit.http_raw_phase(items, target.http, n, settings, tick, concurrency=spread)
-        with progress(len(items), "stabilized") as tick:
-            stable = _audit.http_stabilized_phase(items, target.http, n, tokens, tick, concurrency=spread)
-        noise = target.http.noise()
-        floors = {target.http.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
-    else:
-        conditions = list(target.conditions)
-        with progress(len(items) * len(conditions), "raw: every condition") as tick:
-            raw = _audit.raw_phase(items, conditions, settings, tick)
-        with progress(len(items) * len(conditions), "stabilized") as tick:
-            stable = _audit.stabilized_phase(items, conditions, tokens, tick)
-        typer.echo("accord audit: measuring the noise floors", err=True)
-        floors = _audit.measured_floors(conditions)
-    audit = _audit.summarize(items, raw, stable, floors)
-    audit["model"] = target.label
-    audit["max_tokens"] = tokens
-    print_report(audit, Console())
-    if out:
-        js, page = write_reports(audit, Path(out))
-        console.print(f"written: {js} and {page}")
-    return audit
+    return runs
+
+
+def _http_phases(items: Sequence[Item], backend: Backend, settings: Settings, tokens: int, *, n: int, spread: int) -> Phases:
+    """Both phases over HTTP (``n`` requests per prompt, alone and among ``spread``), and the server's noise floor."""
+    from . import _audit
+
+    with progress(len(items), f"raw: {n} requests, " + (f"alone and among {spread}" if spread else "concurrent")) as tick:
+        raw = _audit.http_raw_phase(items, backend, n, settings, tick, concurrency=spread)
+    with progress(len(items), "stabilized") as tick:
+        stable = _audit.http_stabilized_phase(items, backend, n, tokens, tick, concurrency=spread)
+    noise = backend.noise()
+    floors = {backend.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
+    return raw, stable, floors
+
+
+def _local_phases(items: Sequence[Item], conditions: list[Condition], settings: Settings, tokens: int) -> Phases:
+    """Both phases under every local deployment condition, and each condition's measured noise floor."""
+    from . import _audit
+
+    with progress(len(items) * len(conditions), "raw: every condition") as tick:
+        raw = _audit.raw_phase(items, conditions, settings, tick)
+    with progress(len(items) * len(conditions), "stabilized") as tick:
+        stable = _audit.stabilized_phase(items, conditions, tokens, tick)
+    typer.echo("accord audit: measuring the noise floors", err=True)
+    return raw, stable, _audit.measured_floors(conditions)

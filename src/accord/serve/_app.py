@@ -256,7 +256,7 @@ class Proxy:
 
     async def _relay(self, request: Request, deployment: Deployment, body: bytes, stream: bool) -> tuple[int, dict[str, str], Any]:
         try:
-            return await unless_gone(request, deployment.upstreams.relay(body, stream=stream))  # type: ignore[no-any-return]
+            return await unless_gone(request, deployment.upstreams.relay(body, stream=stream))
         except BackendError as exc:
             raise upstream(exc, None) from None
 

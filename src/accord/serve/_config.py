@@ -68,31 +68,10 @@ class Config:
     models: tuple[Route, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.models and self.upstreams:
-            raise ConfigError("give --upstream (one set of upstreams for every model name) or --model / [models] (routing by model), not both")
-        if not self.models:
-            if not self.upstreams:
-                raise ConfigError("accord serve needs an upstream: --upstream URL (an OpenAI-compatible base URL, e.g. "
-                                  "http://127.0.0.1:8001/v1), or --model NAME=URL for each model it routes")  # fmt: skip
-            for url in self.upstreams:
-                if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                    raise ConfigError("--upstream must be an http:// or https:// base URL")
-        if not all(isinstance(m, Route) for m in self.models):
-            raise ConfigError("models must be Routes (built by build(), from --model or a [models] table)")
+        _check_routing(self)
         check_unique(self.models)
-        _integer("port", self.port, 0, 65535)
-        _integer("max_k", self.max_k, 1, 1000)
-        _integer("max_body", self.max_body, 1024)
-        _integer("concurrency", self.concurrency, 1)
-        _integer("queue", self.queue, 0)
-        _integer("transport_attempts", self.transport_attempts, 1, 10)
-        for name in ("max_seconds", "grace"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
-        for key in self.api_keys:
-            if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
-                raise ConfigError("every client key must be a string of at least 8 characters without spaces")
+        _check_numbers(self)
+        _check_keys(self.api_keys)
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error, got {self.log_level!r}")
         check_tables(self.policy, self.backend, "")
@@ -123,6 +102,48 @@ def _integer(name: str, value: Any, low: int, high: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         span = f"from {low} to {high}" if high is not None else f">= {low}"
         raise ConfigError(f"{name} must be an int {span}, got {value!r}")
+
+
+def _check_routing(config: Config) -> None:
+    """Upstreams or models, not both and not neither; each upstream an http(s) URL, each model a Route."""
+    if config.models and config.upstreams:
+        raise ConfigError("give --upstream (one set of upstreams for every model name) or --model / [models] (routing by model), not both")
+    if not config.models:
+        if not config.upstreams:
+            raise ConfigError("accord serve needs an upstream: --upstream URL (an OpenAI-compatible base URL, e.g. "
+                              "http://127.0.0.1:8001/v1), or --model NAME=URL for each model it routes")  # fmt: skip
+        for url in config.upstreams:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError("--upstream must be an http:// or https:// base URL")
+    if not all(isinstance(m, Route) for m in config.models):
+        raise ConfigError("models must be Routes (built by build(), from --model or a [models] table)")
+
+
+# name: (lowest, highest or None), each an int
+_INTEGERS: dict[str, tuple[int, int | None]] = {
+    "port": (0, 65535),
+    "max_k": (1, 1000),
+    "max_body": (1024, None),
+    "concurrency": (1, None),
+    "queue": (0, None),
+    "transport_attempts": (1, 10),
+}
+
+
+def _check_numbers(config: Config) -> None:
+    """Every int within its span, every span of seconds a positive finite number."""
+    for name, (low, high) in _INTEGERS.items():
+        _integer(name, getattr(config, name), low, high)
+    for name in ("max_seconds", "grace"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def _check_keys(keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
+            raise ConfigError("every client key must be a string of at least 8 characters without spaces")
 
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -156,36 +177,12 @@ def build(given: Mapping[str, Any], file: str | os.PathLike[str] | None = None, 
     holds ``--model`` flags (text); they replace the file's ``[models]``.
     """
     environ = os.environ if environ is None else environ
-    settings: dict[str, Any] = {}
-    if file is not None:
-        data = read_file(file)
-        unknown = sorted(set(data) - _FILE_NAMES)
-        if unknown:
-            raise ConfigError(f"the config file has unknown names {unknown}")
-        for alias, name in (("upstream", "upstreams"), ("api_key", "api_keys")):
-            if alias in data:
-                data[name] = data.pop(alias)
-        if "models" in data:
-            data["models"] = read_models(data["models"])
-        settings.update(data)
-    for name, value in given.items():
-        if value is not None and value not in ((), []):
-            settings[name] = tuple(parse_flag(v) if isinstance(v, str) else v for v in value) if name == "models" else value
-    if given.get("upstreams") and not given.get("models"):
-        settings.pop("models", None)  # --upstream on the command line replaces the file's routing
-    elif given.get("models") and not given.get("upstreams"):
-        settings.pop("upstreams", None)
-        settings.pop("upstream", None)
+    settings = _from_file(file) if file is not None else {}
+    _apply_flags(settings, given)
     if not settings.get("api_keys") and environ.get(KEYS_ENV):
         settings["api_keys"] = [k.strip() for k in environ[KEYS_ENV].split(",") if k.strip()]
     for name in ("upstreams", "api_keys"):
-        value = settings.get(name)
-        if isinstance(value, str):
-            settings[name] = (value,)
-        elif value is not None:
-            if not isinstance(value, (list, tuple)):
-                raise ConfigError(f"{name} must be a list of strings")
-            settings[name] = tuple(value)
+        _as_tuple(settings, name)
     for name in ("policy", "backend"):
         if not isinstance(settings.get(name, {}), dict):
             raise ConfigError(f"[{name}] must be a table")
@@ -194,3 +191,40 @@ def build(given: Mapping[str, Any], file: str | os.PathLike[str] | None = None, 
         return Config(**settings)
     except TypeError as exc:  # a wrong name that slipped past the checks above
         raise ConfigError(str(exc)) from None
+
+
+def _from_file(file: str | os.PathLike[str]) -> dict[str, Any]:
+    """The file's settings under Config's names (``upstream`` and ``api_key`` read as the plurals)."""
+    data = read_file(file)
+    unknown = sorted(set(data) - _FILE_NAMES)
+    if unknown:
+        raise ConfigError(f"the config file has unknown names {unknown}")
+    for alias, name in (("upstream", "upstreams"), ("api_key", "api_keys")):
+        if alias in data:
+            data[name] = data.pop(alias)
+    if "models" in data:
+        data["models"] = read_models(data["models"])
+    return data
+
+
+def _apply_flags(settings: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """The flags given over ``settings``; routing named on the command line replaces the file's."""
+    for name, value in given.items():
+        if value is not None and value not in ((), []):
+            settings[name] = tuple(parse_flag(v) if isinstance(v, str) else v for v in value) if name == "models" else value
+    if given.get("upstreams") and not given.get("models"):
+        settings.pop("models", None)  # --upstream on the command line replaces the file's routing
+    elif given.get("models") and not given.get("upstreams"):
+        settings.pop("upstreams", None)
+        settings.pop("upstream", None)
+
+
+def _as_tuple(settings: dict[str, Any], name: str) -> None:
+    """``settings[name]`` as a tuple: one string is a tuple of one, a list its tuple."""
+    value = settings.get(name)
+    if isinstance(value, str):
+        settings[name] = (value,)
+    elif value is not None:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} must be a list of strings")
+        settings[name] = tuple(value)

@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 from ._errors import ApiError
 from ._observe import log
+
+_T = TypeVar("_T")
 
 
 class ClientGone(Exception):
@@ -34,7 +36,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def unless_gone(request: Request, work: Awaitable[Any]) -> Any:
+async def unless_gone(request: Request, work: Awaitable[_T]) -> _T:
     """``work``'s value, or ClientGone once the client closes the connection (``work`` is then cancelled)."""
     task = asyncio.ensure_future(work)
     watch = asyncio.ensure_future(_disconnect(request))

@@ -22,7 +22,7 @@ the wrong kind, is a 400 that names it (:class:`~._errors.ApiError`), never a si
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,34 +92,58 @@ def read(given: Any, base: Ask, *, max_k: int, max_seconds: float, source: str =
 
 
 def _check(name: str, value: Any, max_k: int, max_seconds: float) -> Any:
-    if name in ("fieldwise", "early_stop", "gate", "plurality", "refresh"):
-        if not isinstance(value, bool):
-            raise _bad(name, f"must be true or false, got {value!r}")
+    return _CHECKS[name](name, value, max_k, max_seconds)
+
+
+def _flag(name: str, value: Any, max_k: int, max_seconds: float) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _k(name: str, value: Any, max_k: int, max_seconds: float) -> Any:
+    if not _int(value) or not 1 <= value <= max_k:
+        raise _bad(name, f"must be an integer from 1 to {max_k} (this server's --max-k), got {value!r}")
+    return value
+
+
+def _retry(name: str, value: Any, max_k: int, max_seconds: float) -> Any:
+    if not _int(value) or not 1 <= value <= 10:
+        raise _bad(name, f"must be an integer from 1 to 10, got {value!r}")
+    return value
+
+
+def _quorum(name: str, value: Any, max_k: int, max_seconds: float) -> Any:
+    if value is None or (_int(value) and value >= 1) or (isinstance(value, float) and 0 < value <= 1):
         return value
-    if name == "k":
-        if not _int(value) or not 1 <= value <= max_k:
-            raise _bad(name, f"must be an integer from 1 to {max_k} (this server's --max-k), got {value!r}")
-        return value
-    if name == "retry":
-        if not _int(value) or not 1 <= value <= 10:
-            raise _bad(name, f"must be an integer from 1 to 10, got {value!r}")
-        return value
-    if name == "quorum":
-        if value is None:
-            return None
-        if _int(value) and value >= 1:
-            return value
-        if isinstance(value, float) and 0 < value <= 1:
-            return value
-        raise _bad(name, f"must be an integer >= 1 or a fraction in (0, 1], got {value!r}")
-    if name == "max_seconds":
-        if not _number(value) or not 0 < value <= max_seconds:
-            raise _bad(name, f"must be a number of seconds > 0 and at most {max_seconds:g} (this server's --max-seconds), got {value!r}")
-        return float(value)
-    # normalize
+    raise _bad(name, f"must be an integer >= 1 or a fraction in (0, 1], got {value!r}")
+
+
+def _seconds(name: str, value: Any, max_k: int, max_seconds: float) -> float:
+    if not _number(value) or not 0 < value <= max_seconds:
+        raise _bad(name, f"must be a number of seconds > 0 and at most {max_seconds:g} (this server's --max-seconds), got {value!r}")
+    return float(value)
+
+
+def _normalizers(name: str, value: Any, max_k: int, max_seconds: float) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v in NORMALIZERS for v in value):
         raise _bad(name, f"must be a list of names among {', '.join(NORMALIZERS)}, got {value!r}")
     return tuple(dict.fromkeys(value))
+
+
+# each name of the field: the check that reads its value (a 400 naming it when the value is wrong)
+_CHECKS: dict[str, Callable[[str, Any, int, float], Any]] = {
+    "k": _k,
+    "quorum": _quorum,
+    "fieldwise": _flag,
+    "retry": _retry,
+    "max_seconds": _seconds,
+    "early_stop": _flag,
+    "gate": _flag,
+    "plurality": _flag,
+    "normalize": _normalizers,
+    "refresh": _flag,
+}
 
 
 def _int(value: Any) -> bool:

@@ -147,6 +147,22 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
     fmt = _format(body.get("text"))
     if fmt is not None:
         chat["response_format"] = fmt
+    _tools(body, chat)
+    for name, to in (("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"), ("user", "user")):
+        if body.get(name) is not None:
+            chat[to] = body[name]
+    effort = (body.get("reasoning") or {}).get("effort") if isinstance(body.get("reasoning"), dict) else None
+    if effort is not None:
+        chat["reasoning_effort"] = effort
+    _logprobs(body, chat)
+    for name, value in body.items():  # fields the Responses API does not have: forwarded, as for chat completions
+        if name not in READ and name not in TAKEN and name not in _STATEFUL and name != "background":
+            chat.setdefault(name, value)
+    return chat
+
+
+def _tools(body: dict[str, Any], chat: dict[str, Any]) -> None:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls`` in the chat request's shape."""
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -156,12 +172,10 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     if isinstance(body.get("parallel_tool_calls"), bool) and tools:
         chat["parallel_tool_calls"] = body["parallel_tool_calls"]
-    for name, to in (("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p"), ("user", "user")):
-        if body.get(name) is not None:
-            chat[to] = body[name]
-    effort = (body.get("reasoning") or {}).get("effort") if isinstance(body.get("reasoning"), dict) else None
-    if effort is not None:
-        chat["reasoning_effort"] = effort
+
+
+def _logprobs(body: dict[str, Any], chat: dict[str, Any]) -> None:
+    """``include`` asking for the output's logprobs: ``logprobs`` (and ``top_logprobs``) on the chat request."""
     include = body.get("include")
     if include is not None and (not isinstance(include, list) or not all(isinstance(i, str) for i in include)):
         raise _bad("include must be a list of strings", "include")
@@ -169,10 +183,6 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
         chat["logprobs"] = True
         if body.get("top_logprobs") is not None:
             chat["top_logprobs"] = body["top_logprobs"]
-    for name, value in body.items():  # fields the Responses API does not have: forwarded, as for chat completions
-        if name not in READ and name not in TAKEN and name not in _STATEFUL and name != "background":
-            chat.setdefault(name, value)
-    return chat
 
 
 def messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -203,7 +213,7 @@ def _item(item: Any, i: int, out: list[dict[str, Any]]) -> None:
         raise _bad(f"{where} must be an object", where, "invalid_input")
     kind = item.get("type") or ("message" if "role" in item else None)
     if kind == "message":
-        role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+        role = _ROLES.get(item.get("role", ""))
         if role is None:
             raise _bad(f"{where}.role must be user, assistant, system or developer, got {item.get('role')!r}", f"{where}.role", "invalid_input")
         out.append({"role": role, "content": _content(item.get("content"), where)})

@@ -83,29 +83,41 @@ def from_chat(completion: Any, echo: dict[str, Any], request_id: str, model: str
     if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list) or not completion["choices"]:
         raise ValueError("the upstream's chat completion has no choices")
     choice = completion["choices"][0]
+    status, reason = ("incomplete", "max_output_tokens") if choice.get("finish_reason") == "length" else ("completed", None)
+    output = _said(choice, request_id, status) + _calls(choice.get("message") or {}, request_id)
+    return response(f"resp_{request_id}", int(completion.get("created") or time.time()), str(completion.get("model") or model), output,
+                    spent=_billed(completion.get("usage") or {}), echo=echo, status=status, reason=reason)  # fmt: skip
+
+
+def _said(choice: dict[str, Any], request_id: str, status: str) -> list[dict[str, Any]]:
+    """The choice's text (or refusal) as a message item, none when it only calls tools."""
     said = choice.get("message") or {}
-    finish = choice.get("finish_reason")
-    status, reason = ("incomplete", "max_output_tokens") if finish == "length" else ("completed", None)
-    item_status = "incomplete" if status == "incomplete" else "completed"
-    output: list[dict[str, Any]] = []
     text = said.get("content")
     if isinstance(text, str) and (text or not said.get("tool_calls")):
         logprobs = _logprobs(choice.get("logprobs")) if choice.get("logprobs") else None
-        output.append(message(f"msg_{request_id}", text, logprobs, item_status))
-    elif said.get("refusal"):
-        output.append({**message(f"msg_{request_id}", "", None, item_status), "content": [{"type": "refusal", "refusal": said["refusal"]}]})
+        return [message(f"msg_{request_id}", text, logprobs, status)]
+    if said.get("refusal"):
+        return [{**message(f"msg_{request_id}", "", None, status), "content": [{"type": "refusal", "refusal": said["refusal"]}]}]
+    return []
+
+
+def _calls(said: dict[str, Any], request_id: str) -> list[dict[str, Any]]:
+    """The message's tool calls as function_call items."""
+    output = []
     for i, call in enumerate(said.get("tool_calls") or []):
         function = call.get("function") or {}
         arguments = function.get("arguments")
         output.append(function_call(f"fc_{request_id}_{i}", call.get("id") or f"call_{request_id}_{i}", function.get("name") or "",
                                     arguments if isinstance(arguments, str) else json.dumps(arguments)))  # fmt: skip
-    billed = completion.get("usage") or {}
+    return output
+
+
+def _billed(billed: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion's ``usage`` in the Responses shape."""
     details = billed.get("prompt_tokens_details") or {}
     thought = billed.get("completion_tokens_details") or {}
-    spent = usage(int(billed.get("prompt_tokens") or 0), int(billed.get("completion_tokens") or 0), int(details.get("cached_tokens") or 0),
-                  int(thought.get("reasoning_tokens") or 0))  # fmt: skip
-    return response(f"resp_{request_id}", int(completion.get("created") or time.time()), str(completion.get("model") or model), output,
-                    spent=spent, echo=echo, status=status, reason=reason)  # fmt: skip
+    return usage(int(billed.get("prompt_tokens") or 0), int(billed.get("completion_tokens") or 0), int(details.get("cached_tokens") or 0),
+                 int(thought.get("reasoning_tokens") or 0))  # fmt: skip
 
 
 def _logprobs(chat: Any) -> list[dict[str, Any]]:

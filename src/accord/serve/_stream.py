@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
 
 from ._responses import Reply
@@ -60,7 +60,7 @@ class Tracked:
     before its first chunk: an async generator never started has no ``finally`` to run, so this
     is a class). ``on_close`` may be a coroutine function; dropped, it is scheduled on the loop."""
 
-    def __init__(self, chunks: AsyncIterable[Any], on_close: Callable[[], Awaitable[None] | None]) -> None:
+    def __init__(self, chunks: AsyncIterable[Any], on_close: Callable[[], Coroutine[Any, Any, None] | None]) -> None:
         self._chunks: AsyncIterator[Any] = aiter(chunks)
         self._on_close = on_close
         self._over = False
@@ -84,7 +84,7 @@ class Tracked:
             with contextlib.suppress(Exception):
                 await closing()
         outcome = self._on_close()
-        if inspect.isawaitable(outcome):
+        if inspect.iscoroutine(outcome):
             await outcome
 
     def __del__(self) -> None:
@@ -92,8 +92,8 @@ class Tracked:
             return
         self._over = True
         outcome = self._on_close()
-        if inspect.isawaitable(outcome):
+        if inspect.iscoroutine(outcome):
             try:
-                asyncio.get_running_loop().create_task(outcome)  # type: ignore[arg-type]
+                asyncio.get_running_loop().create_task(outcome)
             except RuntimeError:  # no loop any more: nothing left to close on it
-                outcome.close()  # type: ignore[attr-defined]
+                outcome.close()

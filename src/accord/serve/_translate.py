@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,45 +180,70 @@ def _named_tool(choice: Any, tools: Any) -> dict[str, Any] | None:
 
 
 def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's sampling and output options, each checked, under the names the job takes."""
     out: dict[str, Any] = {}
-    temperature = body.get("temperature")
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-            raise _bad("temperature must be a number from 0 to 2", "temperature")
-        out["temperature"] = float(temperature)
-    for name in ("max_completion_tokens", "max_tokens"):
+    for name, (to, check) in _OPTIONS.items():
         value = body.get(name)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _bad(f"{name} must be a positive integer", name)
-            out["max_tokens"] = value
-    seed = body.get("seed")
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise _bad("seed must be an integer", "seed")
-        out["seed"] = seed
-    stop = body.get("stop")
-    if stop is not None:
-        stops = [stop] if isinstance(stop, str) else stop
-        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-            raise _bad("stop must be a string or a list of strings", "stop")
-        out["stop"] = tuple(stops) or None
-    options = body.get("stream_options")
-    if options is not None:
-        if not isinstance(options, dict):
-            raise _bad("stream_options must be an object", "stream_options")
-        out["include_usage"] = bool(options.get("include_usage"))
-    logprobs = body.get("logprobs")
-    if logprobs is not None:
-        if not isinstance(logprobs, bool):
-            raise _bad("logprobs must be true or false", "logprobs")
-        out["logprobs"] = logprobs
-    top = body.get("top_logprobs")
-    if top is not None:
-        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20:
-            raise _bad("top_logprobs must be an integer from 0 to 20", "top_logprobs")
-        out["top_logprobs"] = top
+            out[to] = check(name, value)
     return out
+
+
+def _temperature(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 2:
+        raise _bad("temperature must be a number from 0 to 2", name)
+    return float(value)
+
+
+def _tokens(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad(f"{name} must be a positive integer", name)
+    return value
+
+
+def _seed(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad("seed must be an integer", name)
+    return value
+
+
+def _stop(name: str, value: Any) -> tuple[str, ...] | None:
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise _bad("stop must be a string or a list of strings", name)
+    return tuple(stops) or None
+
+
+def _include_usage(name: str, value: Any) -> bool:
+    if not isinstance(value, dict):
+        raise _bad("stream_options must be an object", name)
+    return bool(value.get("include_usage"))
+
+
+def _logprobs(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _bad("logprobs must be true or false", name)
+    return value
+
+
+def _top_logprobs(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 20:
+        raise _bad("top_logprobs must be an integer from 0 to 20", name)
+    return value
+
+
+# a request's option: (the job's name for it, the check that reads it), in the order they are read
+# (``max_tokens`` after ``max_completion_tokens``, so that the older name wins when both are given)
+_OPTIONS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "temperature": ("temperature", _temperature),
+    "max_completion_tokens": ("max_tokens", _tokens),
+    "max_tokens": ("max_tokens", _tokens),
+    "seed": ("seed", _seed),
+    "stop": ("stop", _stop),
+    "stream_options": ("include_usage", _include_usage),
+    "logprobs": ("logprobs", _logprobs),
+    "top_logprobs": ("top_logprobs", _top_logprobs),
+}
 
 
 def _with_text_normalizers(ask: Ask) -> Ask:

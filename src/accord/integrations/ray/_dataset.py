@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..._errors import ConfigError
@@ -36,8 +37,9 @@ def stabilize_dataset(
     import ray.cloudpickle
     import ray.data
 
+    dumps: Callable[[object], bytes] = ray.cloudpickle.dumps  # untyped in Ray: what it is, said once
     try:  # here, in words, rather than as Ray's serialization report when the actors start
-        ray.cloudpickle.dumps(recipe)  # type: ignore[no-untyped-call]
+        dumps(recipe)
     except Exception as exc:
         raise ConfigError(f"the recipe does not pickle ({type(exc).__name__}: {exc}): make what holds locks, sockets or "
                           "clients inside its model factory, on the actor") from exc
