@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._types import Usage
@@ -13,6 +15,65 @@ if TYPE_CHECKING:
     from ._errors import AccordError
 
 T = TypeVar("T")
+
+
+class StopReason(str, Enum):
+    """Why a run ended (``Result.stopped_because``): a string, so ``reason == "unanimous"`` holds
+    and stored ledgers read the same; :attr:`accepted` says whether the vote accepted the answer.
+
+    Accepted: ``UNANIMOUS``, ``UNBEATABLE``, ``CONFIDENT`` (the early-stop rules), ``K_REACHED``
+    (all k ballots ran and the leader holds the quorum), ``GATE`` (the margin gate certified
+    ballot 0), ``SETTLED`` (predicted ballots decided), ``REFERENCE`` (a reference deployment
+    decided), and the reason any stop rule of your own returns (``StopReason("two ahead")``).
+    Not accepted: ``UNCONTESTED`` (no quorum, but no valid ballot disagreed: the answer,
+    ``stable=False``), ``NO_QUORUM``, ``NO_VALID_BALLOT``, ``BUDGET``, and ``ERROR`` (a prompt
+    ``map`` could not run).
+    """
+
+    UNANIMOUS = "unanimous"
+    UNBEATABLE = "unbeatable"
+    CONFIDENT = "confident"
+    K_REACHED = "k reached"
+    GATE = "gate"
+    SETTLED = "settled"
+    REFERENCE = "reference"
+    UNCONTESTED = "uncontested"
+    NO_QUORUM = "no quorum"
+    NO_VALID_BALLOT = "no valid ballot"
+    BUDGET = "budget"
+    ERROR = "error"
+
+    __signature__ = inspect.Signature([inspect.Parameter("value", inspect.Parameter.POSITIONAL_ONLY)])
+
+    @property
+    def accepted(self) -> bool:
+        """The vote accepted the answer (the Result is stable): every reason but the failed ones."""
+        return self not in _NOT_ACCEPTED
+
+    @classmethod
+    def _missing_(cls, value: object) -> StopReason | None:
+        """A stop rule's own reason: a new (accepted) member of that name, one per reason."""
+        if not isinstance(value, str) or not value:
+            return None
+        member = str.__new__(cls, value)
+        member._name_ = value
+        member._value_ = value
+        known = cls._value2member_map_.setdefault(value, member)
+        return known if isinstance(known, cls) else None
+
+    def __repr__(self) -> str:
+        return repr(self.value)  # reads as the string it stands for, in a dict or a log line
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str(self), spec)
+
+
+_NOT_ACCEPTED = frozenset(
+    {StopReason.UNCONTESTED, StopReason.NO_QUORUM, StopReason.NO_VALID_BALLOT, StopReason.BUDGET, StopReason.ERROR}
+)
 
 
 @dataclass(frozen=True)
@@ -71,9 +132,9 @@ class Result(Generic[T]):
     ``value`` is always a validated value (or None when the run failed without a plurality).
     ``stable``: the vote policy accepted the value (quorum or an early-stop rule, or the margin
     gate, or the ballots it predicted). ``agreement``: winner's votes / valid ballots run. ``votes``: {canonical form: count}.
-    ``ballots``: one record per model call of the decision. ``stopped_because``: "unanimous",
-    "unbeatable", "confident", "k reached", "gate", "settled", "budget", "no quorum", "no valid
-    ballot", "uncontested" (no quorum, but no valid ballot disagreed: the answer, ``stable=False``).
+    ``ballots``: one record per model call of the decision. ``stopped_because``: a
+    :class:`StopReason` (a string: "unanimous", "k reached", "budget", ...); its ``accepted`` is
+    ``stable``.
     ``key``: the winning canonical form (the vote's key; the ledger's key is :attr:`ledger_key`). ``data``: the value's JSON data. ``environment``: library versions,
     backend, device, dtype, engine, model fingerprint, generation settings and the perturbations
     the ballots ran under.
@@ -102,7 +163,7 @@ class Result(Generic[T]):
     agreement: float
     votes: dict[str, int]
     ballots: tuple[Ballot, ...]
-    stopped_because: str
+    stopped_because: StopReason
     usage: Usage
     schema: str = ""
     fingerprint: str = ""
@@ -119,6 +180,9 @@ class Result(Generic[T]):
     fragile: bool | None = None
     voted: tuple[str, ...] = ()
     carried: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stopped_because", StopReason(self.stopped_because))  # a stored or a rule's string too
 
     @property
     def calls(self) -> int:
@@ -161,7 +225,7 @@ class Result(Generic[T]):
             "stable": self.stable,
             "agreement": self.agreement,
             "votes": dict(self.votes),
-            "stopped_because": self.stopped_because,
+            "stopped_because": self.stopped_because.value,
             "calls": self.calls,
             "usage": self.usage.to_dict(),
             "original_calls": self.original_calls,
@@ -190,7 +254,7 @@ class Result(Generic[T]):
     def __repr__(self) -> str:
         return (
             f"Result(value={self.value!r}, stable={self.stable}, agreement={self.agreement:.2f}, "
-            f"calls={self.calls}, stopped_because={self.stopped_because!r}{', fragile=True' if self.fragile else ''})"
+            f"calls={self.calls}, stopped_because={self.stopped_because.value!r}{', fragile=True' if self.fragile else ''})"
         )
 
 

@@ -30,7 +30,7 @@ def encode(result: Result[Any], schema: Schema[Any]) -> EncodedRun:
         doc.pop(derived)
     return EncodedRun(
         outcome=outcome,
-        stopped_because=result.stopped_because,
+        stopped_because=result.stopped_because.value,
         error=type(result.error).__name__ if result.error is not None else None,
         calls=result.original_calls,
         value=dumps(schema.dump(result.value)) if has_value else None,

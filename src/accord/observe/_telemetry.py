@@ -129,7 +129,7 @@ def run_end(result: Result[Any], content: bool) -> Attributes:
     outcome = "failed" if result.error is not None else "stable" if result.stable else "unstable"
     attrs: Attributes = {
         "accord.outcome": outcome,
-        "accord.stopped_because": result.stopped_because,
+        "accord.stopped_because": result.stopped_because.value,
         "accord.agreement": result.agreement,
         "accord.calls": result.calls,
         "accord.ledger.hit": result.replayed,

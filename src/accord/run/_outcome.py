@@ -26,7 +26,7 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
-from .._result import Ballot, Result
+from .._result import Ballot, Result, StopReason
 from .._types import Settings, Usage
 from ..backends._base import Backend
 from ..determinism import environment as versions
@@ -35,7 +35,7 @@ from ._box import BUDGET, Box, Verdict
 if TYPE_CHECKING:
     from ._calls import Call
 
-UNCONTESTED = "uncontested"  # no quorum, and no valid ballot against the answer (the module docstring)
+UNCONTESTED = StopReason.UNCONTESTED  # no quorum, and no valid ballot against the answer (the module docstring)
 
 
 def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:
@@ -102,7 +102,7 @@ def result(
         agreement=agreement,
         votes=votes,
         ballots=tuple(ballots),
-        stopped_because=reason,
+        stopped_because=StopReason(reason),
         usage=usage,
         original_usage=usage,
         schema=box.schema.name,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._result import Ballot, Result
+from .._result import Ballot, Result, StopReason
 from .._retry import Budget
 from .._types import Usage
 from ._outcome import describe
@@ -31,7 +31,7 @@ from ._outcome import describe
 if TYPE_CHECKING:
     from ..backends._base import Backend
 
-REFERENCE = "reference"
+REFERENCE = StopReason.REFERENCE
 
 
 def budget_left(budget: Budget, spent_seconds: float, calls: int, usage: Usage) -> Budget:
