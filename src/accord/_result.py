@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._records import Fieldwise, Fragility, LedgerRecord, Referral
 from ._types import Usage
 
 if TYPE_CHECKING:
@@ -86,6 +87,13 @@ class Ballot:
     ``error`` is structured: ``{"stage", "message", "errors"}``. ``coercions``: what reading the
     text took, one ``{"path", "fix"}`` per repair or schema coercion (empty when it was valid JSON
     of the schema as written; see ``accord.Extract``).
+
+    What accord's layers read of a ballot is typed: ``model``, ``engine`` and
+    ``system_fingerprint`` (from its Completion), ``perturbation`` (what the request's
+    perturbation's ``describe()`` said), ``fragile_at`` (the decoding steps below the noise
+    floor, the first few), ``decisive_steps`` (the steps the gate read, when the rest wrote prose)
+    and ``deployment`` ("serving" or "reference", under a reference deployment). ``meta`` is the
+    record a reader sees: the backend's, with the last four written in from these fields.
     """
 
     slot: int
@@ -104,6 +112,24 @@ class Ballot:
     fragile_steps: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     coercions: tuple[dict[str, str], ...] = ()
+    # typed, and written into meta: two ballots are equal when their records are
+    model: str | None = field(default=None, compare=False)
+    engine: str | None = field(default=None, compare=False)
+    system_fingerprint: str | None = field(default=None, compare=False)
+    perturbation: Any = field(default=None, compare=False)
+    fragile_at: tuple[int, ...] = field(default=(), compare=False)
+    decisive_steps: int | None = field(default=None, compare=False)
+    deployment: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        said = {
+            **({"perturbation": self.perturbation} if self.perturbation is not None else {}),
+            **({"fragile_at": list(self.fragile_at)} if self.fragile_at else {}),
+            **({"decisive_steps": self.decisive_steps} if self.decisive_steps is not None else {}),
+            **({"deployment": self.deployment} if self.deployment is not None else {}),
+        }
+        if said:
+            object.__setattr__(self, "meta", {**self.meta, **said})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,10 +167,10 @@ class Result(Generic[T]):
 
     ``fragile``: True when the answer rests on numerics noise could flip: every ballot that voted
     for it had a decoding step below the noise floor, and neither the margin gate, predicted
-    ballots nor a reference deployment decided it (``meta["fragile"]``: the steps, the floor and
+    ballots nor a reference deployment decided it (:attr:`fragility`: the steps, the floor and
     the competing answer where known); False when one of those decided it or a ballot for it
     cleared the floor; None when the gate stood aside (no margins or no floor:
-    ``meta["gate"]`` says why). A fragile answer can be unanimous and stable: its ballots agree
+    :attr:`gate` says why). A fragile answer can be unanimous and stable: its ballots agree
     within one condition, and another condition (the server's load, its dtype) may not.
 
     ``voted``: the paths of the fields the vote decided (every leaf, where nothing is prose);
@@ -152,6 +178,14 @@ class Result(Generic[T]):
     the point), how many distinct versions the valid ballots wrote. Prose is never voted and never
     the reason for NoConsensus: the value's prose is the first ballot's (lowest slot) among those
     that hold the winning decision (docs/vote.md, "Decisions and prose").
+
+    What accord's layers read of a Result is typed: ``engine`` (who constrained the winning
+    ballot's decoding), ``gate`` (what the margin gate did: "certified", "fragile", "voted",
+    "reference", or "stood aside: ..." and why), ``fragility`` (:class:`Fragility`),
+    ``referral`` (:class:`Referral`: a reference deployment's part), ``fieldwise``
+    (:class:`Fieldwise`) and ``ledger`` (:class:`LedgerRecord`). ``meta`` is the record a reader
+    sees, what ``to_dict()`` and the ledger hold: ``seconds``, ``k``, ``quorum``, ``predicted``,
+    ``schema_hint``, and these fields written in under their old keys.
 
     ``usage`` and :attr:`calls` are what this run spent: nothing for an answer the ledger
     replayed (``replayed=True``), whose decision's are ``original_usage`` and
@@ -180,9 +214,26 @@ class Result(Generic[T]):
     fragile: bool | None = None
     voted: tuple[str, ...] = ()
     carried: dict[str, int] = field(default_factory=dict)
+    # typed, and written into meta: two Results are equal when their records are
+    engine: str | None = field(default=None, compare=False)
+    gate: str | None = field(default=None, compare=False)
+    fragility: Fragility | None = field(default=None, compare=False)
+    referral: Referral | None = field(default=None, compare=False)
+    fieldwise: Fieldwise | None = field(default=None, compare=False)
+    ledger: LedgerRecord | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stopped_because", StopReason(self.stopped_because))  # a stored or a rule's string too
+        said = {
+            **({"engine": self.engine} if self.engine is not None else {}),
+            **({"gate": self.gate} if self.gate is not None else {}),
+            **({"fragile": self.fragility.to_dict()} if self.fragility is not None else {}),
+            **(self.referral.to_meta() if self.referral is not None else {}),
+            **(self.fieldwise.to_meta() if self.fieldwise is not None else {}),
+            **(self.ledger.to_meta() if self.ledger is not None else {}),
+        }
+        if said:
+            object.__setattr__(self, "meta", {**self.meta, **said})  # the record a reader sees, from the typed fields
 
     @property
     def calls(self) -> int:
@@ -199,17 +250,11 @@ class Result(Generic[T]):
     def ledger_key(self) -> str | None:
         """The decision ledger's key of this answer (what ``accord ledger show`` takes); None
         without a ledger, or when the ledger could not store the run."""
-        ledger = self.meta.get("ledger")
-        key = ledger.get("key") if isinstance(ledger, dict) else None
-        return key if isinstance(key, str) else None
+        return self.ledger.key if self.ledger is not None else None
 
     @property
     def ok(self) -> bool:
         return self.error is None
-
-    @property
-    def engine(self) -> str | None:
-        return self.meta.get("engine")
 
     @property
     def coercions(self) -> tuple[dict[str, str], ...]:
