@@ -82,14 +82,9 @@ def result(
         value=picked.value, data=picked.data, stable=verdict.accepted, agreement=picked.agreement, votes=votes,
         ballots=tuple(ballots), stopped_because=StopReason(reason), usage=usage, original_usage=usage,
         schema=box.schema.name, fingerprint=backend.fingerprint, key=winner if found else None, error=failure,
-        field_agreement=box.field_agreement if box.vote.fieldwise else None,
-        min_margin=chosen.min_margin if chosen else None, fragile_steps=chosen.fragile_steps if chosen else None,
+        field_agreement=box.field_agreement if box.vote.fieldwise else None, **roles(box), **margins(chosen),
         environment=environment(backend, settings, ballots, chosen), fragile=fragile,
-        voted=box.fields.voted() if box.fields is not None else (),
-        carried=box.fields.carried(c.reading.form for c in box.casts) if box.fields is not None else {},
-        engine=chosen.engine if chosen else None, gate=gate_status(backend, box, reason, fragile), fragility=fragility,
-        referral=Referral(False, unreferred["calls"], unreferred["fingerprint"], unreferred["stopped_because"]) if unreferred else None,
-        fieldwise=fieldwise,
+        gate=gate_status(backend, box, reason, fragile), fragility=fragility, referral=unanswered(unreferred), fieldwise=fieldwise,
         meta={
             "seconds": round(seconds, 6),
             "k": box.k,
@@ -109,6 +104,27 @@ class Picked(NamedTuple):
     value: Any
     data: Any
     agreement: float
+
+
+def margins(chosen: Ballot | None) -> dict[str, Any]:
+    """What the Result takes of the winner's first ballot: its margins and engine."""
+    if chosen is None:
+        return {}
+    return {"min_margin": chosen.min_margin, "fragile_steps": chosen.fragile_steps, "engine": chosen.engine}
+
+
+def roles(box: Box) -> dict[str, Any]:
+    """The fields the vote decided, and how many versions of each prose field the ballots wrote."""
+    if box.fields is None:
+        return {}
+    return {"voted": box.fields.voted(), "carried": box.fields.carried(c.reading.form for c in box.casts)}
+
+
+def unanswered(unreferred: dict[str, Any] | None) -> Referral | None:
+    """A reference that gave no valid value, when the serving deployment then voted."""
+    if not unreferred:
+        return None
+    return Referral(False, unreferred["calls"], unreferred["fingerprint"], unreferred["stopped_because"])
 
 
 def final_keys(box: Box, ballots: Sequence[Ballot]) -> Sequence[Ballot]:
