@@ -131,7 +131,8 @@ class Completion:
     to it); ``engine``: who constrained the decoding (a grammar engine, "openai-compatible");
     ``system_fingerprint``: the server's, when it sends one. ``meta`` is the backend's record
     (the same three, compile times, server, perturbation, ...), JSON-serializable: kept on the
-    ballot for the reader, never read by accord.
+    ballot for the reader. A Completion that names one of the three only in its ``meta`` (as a
+    model function could before these fields) has the field filled from there.
     """
 
     text: str
