@@ -223,7 +223,8 @@ class Result(Generic[T]):
     ledger: LedgerRecord | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stopped_because", StopReason(self.stopped_because))  # a stored or a rule's string too
+        if type(self.stopped_because) is not StopReason:  # a stored or a rule's string
+            object.__setattr__(self, "stopped_because", StopReason(self.stopped_because))
         said = {
             **({"engine": self.engine} if self.engine is not None else {}),
             **({"gate": self.gate} if self.gate is not None else {}),

@@ -147,6 +147,8 @@ class Completion:
     system_fingerprint: str | None = None
 
     def __post_init__(self) -> None:
+        if not self.meta:
+            return
         for name in _SAID_IN_META:  # a Completion a model function built: these named in its meta, as documented before
             said = self.meta.get(name) if getattr(self, name) is None else None
             if isinstance(said, str):
