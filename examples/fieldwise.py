@@ -44,7 +44,7 @@ result = accord.Stabilizer(accord.models.scripted(TEXTS), Invoice, vote=accord.V
 print("value:          ", repr(result.value))
 print("field agreement:", result.field_agreement)
 print("agreement:      ", f"{result.agreement:.2f}", "(the weakest field)")
-print("how:            ", result.meta["fieldwise"], "|", result.stopped_because, "after", result.calls, "calls")
+print("how:            ", result.fieldwise.how, "|", result.stopped_because, "after", result.calls, "calls")
 assert result.value == Invoice(vendor="ACME GmbH", total=1250.0, currency="EUR", tags=["q3", "tools"])
 assert all(b.value != result.value for b in result.ballots)  # no single ballot wrote this object
 
@@ -67,6 +67,6 @@ print("== fieldwise vote whose assembly fails validation (k=5, quorum=2, early_s
 vote = accord.Vote(k=5, quorum=2, fieldwise=True, early_stop=False)
 ranged = accord.Stabilizer(accord.models.scripted(RANGES), Range, vote=vote).run("Give the range.")
 print("per-field winners would be low=6, high=5; field agreement:", ranged.field_agreement)
-print("value:", repr(ranged.value), "|", ranged.meta["fieldwise"])
-print("why:  ", ranged.meta["fieldwise_errors"][0]["msg"])
+print("value:", repr(ranged.value), "|", ranged.fieldwise.how)
+print("why:  ", ranged.fieldwise.errors[0]["msg"])
 assert ranged.value == Range(low=6, high=9)

@@ -17,7 +17,7 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
-from ._result import Ballot, Result
+from ._result import Ballot, Result, StopReason
 from ._retry import Budget, Retry
 from ._stabilizer import Stabilizer
 from ._types import Completion, Feedback, Request, Settings, Usage
@@ -85,6 +85,7 @@ __all__ = [
     "Settings",
     "Stabilized",
     "Stabilizer",
+    "StopReason",
     "StopRule",
     "Tally",
     "Telemetry",

@@ -127,8 +127,12 @@ class Completion:
     text each of those steps wrote (``""`` for an end-of-sequence token), so a step can be placed
     in the text: the margin gate reads only the steps up to the end of the last decisive value
     (``vote/_prefix``). ``score`` is an optional model score (mean token log-probability) used
-    to break ties. ``meta`` is backend metadata (engine, server fingerprint, perturbation, ...),
-    JSON-serializable.
+    to break ties. ``model``: the model that answered, as the server named it (prices fall back
+    to it); ``engine``: who constrained the decoding (a grammar engine, "openai-compatible");
+    ``system_fingerprint``: the server's, when it sends one. ``meta`` is the backend's record
+    (the same three, compile times, server, perturbation, ...), JSON-serializable: kept on the
+    ballot for the reader. A Completion that names one of the three only in its ``meta`` (as a
+    model function could before these fields) has the field filled from there.
     """
 
     text: str
@@ -138,3 +142,17 @@ class Completion:
     score: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     pieces: tuple[str, ...] | None = None
+    model: str | None = None
+    engine: str | None = None
+    system_fingerprint: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.meta:
+            return
+        for name in _SAID_IN_META:  # a Completion a model function built: these named in its meta, as documented before
+            said = self.meta.get(name) if getattr(self, name) is None else None
+            if isinstance(said, str):
+                object.__setattr__(self, name, said)
+
+
+_SAID_IN_META = ("model", "engine", "system_fingerprint")

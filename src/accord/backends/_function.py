@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .._errors import BackendError, ConfigError
@@ -142,7 +143,7 @@ def _completion(out: Any, seconds: float) -> Completion:
         if out.usage.seconds:
             return out
         usage = Usage(out.usage.prompt_tokens, out.usage.completion_tokens, seconds, 1)
-        return Completion(out.text, out.finish_reason, usage, out.margins, out.score, out.meta)
+        return replace(out, usage=usage)
     if isinstance(out, str):
         return Completion(out, "stop", Usage(seconds=seconds, calls=1))
     raise BackendError(f"the model function returned {type(out).__name__}; expected str or accord.Completion")

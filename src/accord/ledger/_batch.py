@@ -207,8 +207,8 @@ class Batch:
             run = pending.answer
         else:
             run = None
-            if result is not None and result.error is None and result.stable and "ledger_error" not in result.meta:
-                run = (result.meta.get("ledger") or {}).get("run")  # this worker's run, or the first writer's
+            if result is not None and result.error is None and result.stable and result.ledger is not None and not result.ledger.failed:
+                run = result.ledger.run  # this worker's run, or the first writer's
             try:
                 self._store.release(key, self.owner, run)
             except Exception as exc:  # noqa: BLE001 - the claim then runs out with its lease

@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from .._records import Fieldwise, Fragility, LedgerRecord, Referral
 from .._result import Ballot, Result
 from .._types import Usage
 from ..read._canonical import escape_surrogates
@@ -30,7 +31,7 @@ def encode(result: Result[Any], schema: Schema[Any]) -> EncodedRun:
         doc.pop(derived)
     return EncodedRun(
         outcome=outcome,
-        stopped_because=result.stopped_because,
+        stopped_because=result.stopped_because.value,
         error=type(result.error).__name__ if result.error is not None else None,
         calls=result.original_calls,
         value=dumps(schema.dump(result.value)) if has_value else None,
@@ -59,7 +60,7 @@ def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
     ``replayed``, with no usage of its own (the stored decision's is ``original_usage``)."""
     doc, value = json.loads(answer.result), answer.value
     ballots = tuple(decode_ballot(json.loads(body), schema) for body in answer.ballots)
-    meta = {**doc.get("meta", {}), "ledger": {"key": answer.key, "run": answer.run, "decided": answer.created}}
+    meta = dict(doc.get("meta", {}))
     return Result(
         value=schema.validate(json.loads(value)) if value is not None else None,
         stable=doc["stable"],
@@ -82,7 +83,58 @@ def decode(answer: Answer, schema: Schema[Any]) -> Result[Any]:
         meta=meta,
         environment=doc.get("environment", {}),
         data=json.loads(value) if value is not None else None,  # parsed apart: value and data never share objects
+        ledger=LedgerRecord(answer.key, answer.run, answer.created),
+        **result_records(meta),
     )
+
+
+# The one place that reads typed records back from a stored ``meta`` (rows of any version: a key
+# an older accord did not write is absent, and its record None).
+
+
+def result_records(meta: dict[str, Any]) -> dict[str, Any]:
+    """A stored Result's typed records (``Result.engine``, ``gate``, ``fragility``, ``referral``,
+    ``fieldwise``), from the ``meta`` they were written into."""
+    fragile, fieldwise = meta.get("fragile"), meta.get("fieldwise")
+    return {
+        "engine": _text(meta.get("engine")),
+        "gate": _text(meta.get("gate")),
+        "fragility": Fragility(tuple(fragile.get("steps") or ()), fragile.get("fragile_steps"), fragile.get("min_margin"),
+                               fragile.get("competing")) if isinstance(fragile, dict) else None,
+        "referral": _referral(meta),
+        "fieldwise": Fieldwise(fieldwise, tuple(meta.get("fieldwise_errors") or ())) if isinstance(fieldwise, str) else None,
+    }
+
+
+def _referral(meta: dict[str, Any]) -> Referral | None:
+    reference, serving = meta.get("reference"), meta.get("serving")
+    if not isinstance(reference, dict):
+        return None
+    calls, fingerprint = reference.get("calls", 0), str(reference.get("fingerprint", ""))
+    if meta.get("decided_by") != "reference" or not isinstance(serving, dict):
+        return Referral(False, calls, fingerprint, reference.get("stopped_because"))
+    at = serving.get("fragile_at")
+    return Referral(True, calls, fingerprint, serving_calls=serving.get("calls"), serving_answer=serving.get("answer"),
+                    serving_min_margin=serving.get("min_margin"), serving_fragile_steps=serving.get("fragile_steps"),
+                    serving_fragile_at=tuple(at) if at is not None else None)
+
+
+def ballot_records(meta: dict[str, Any]) -> dict[str, Any]:
+    """A stored ballot's typed fields, from the ``meta`` they were written into."""
+    at = meta.get("fragile_at")
+    return {
+        "model": _text(meta.get("model")),
+        "engine": _text(meta.get("engine")),
+        "system_fingerprint": _text(meta.get("system_fingerprint")),
+        "perturbation": meta.get("perturbation"),
+        "fragile_at": tuple(at) if isinstance(at, list) else (),
+        "decisive_steps": meta.get("decisive_steps"),
+        "deployment": _text(meta.get("deployment")),
+    }
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 _BALLOT_FIELDS = frozenset(f.name for f in dataclasses.fields(Ballot)) - {"usage", "value"}
@@ -93,6 +145,7 @@ def decode_ballot(d: dict[str, Any], schema: Schema[Any]) -> Ballot:
     value = schema.validate(d["data"]) if d["status"] == "valid" else None
     fields = {k: v for k, v in d.items() if k in _BALLOT_FIELDS}
     fields["coercions"] = tuple(dict(c) for c in d.get("coercions") or ())  # JSON lists back to the tuple a Ballot holds
+    fields.update(ballot_records(fields.get("meta") or {}))
     return Ballot(value=value, usage=decode_usage(d.get("usage") or {}), **fields)
 
 

@@ -14,7 +14,7 @@ default) or a PostgreSQL database shared by workers on many hosts (:mod:`._postg
     claims   key -> the worker deciding it now, with a lease (:mod:`._batch`: ``map`` by many workers)
 
 Everything is JSON; nothing is pickled or evaluated. A failed write never loses an answer:
-``remember`` logs a warning and reports the failure in ``result.meta["ledger_error"]``.
+``remember`` logs a warning and reports the failure in ``result.ledger`` (``meta["ledger_error"]``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._errors import ConfigError, LedgerError
+from .._records import LedgerRecord
 from .._result import Result
 from . import _codec
 from ._batch import Batch
@@ -150,7 +151,7 @@ class Ledger:
 
         That is ``result`` itself, unless another writer decided the same key first (and
         ``refresh`` is False): then it is the first writer's Result, replayed. Never raises: a
-        failed write is logged and reported in ``result.meta["ledger_error"]``.
+        failed write is logged and reported in ``result.ledger`` (``meta["ledger_error"]``).
         """
         try:
             entry = self._keys.entry(stabilizer, prompt)
@@ -165,13 +166,13 @@ class Ledger:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed write never costs the answer
             log.warning("accord ledger: the run was not recorded (%s); returning its answer", brief(exc))
-            return _with_meta(result, ledger_error={"type": type(exc).__name__, "message": str(exc)[:500]})
+            return _with_ledger(result, LedgerRecord(error_type=type(exc).__name__, error_message=str(exc)[:500]))
         if winner is not None:
             try:  # the first writer's answer; what this run spent deciding it too is its usage
                 return dataclasses.replace(_codec.decode(self._store.replay(winner), stabilizer.schema), usage=result.usage)
             except Exception as exc:  # noqa: BLE001 - then the caller gets its own answer
                 log.warning("accord ledger: cannot replay the first writer's answer (%s)", brief(exc))
-        return _with_meta(result, ledger={"key": entry.key, "run": run_id})
+        return _with_ledger(result, LedgerRecord(entry.key, run_id))
 
     def batch(self, stabilizer: Any, *, refresh: bool = False) -> Batch:
         """The claims of one ``stabilizer.map`` over this ledger, so that workers running the same
@@ -233,8 +234,8 @@ def migrate(source: str | os.PathLike[str], target: str, *, timeout: float = 5.0
         destination.close()
 
 
-def _with_meta(result: Result[T], **extra: Any) -> Result[T]:
-    new = dataclasses.replace(result, meta={**result.meta, **extra})
+def _with_ledger(result: Result[T], record: LedgerRecord) -> Result[T]:
+    new = dataclasses.replace(result, ledger=record)  # meta["ledger"] or meta["ledger_error"] with it
     if result.error is not None:
         result.error.result = new  # the raised error carries the Result the caller would see
     return new

@@ -22,7 +22,7 @@ class Prices:
 
     A price is ``(input, output)`` or ``{"input": ..., "output": ...}``, in any currency, per
     ``per_tokens`` tokens (a million by default: the unit providers publish). A call is priced
-    by the model it asked for, else the model that answered (``Completion.meta["model"]``), else
+    by the model it asked for, else the model that answered (``Completion.model``), else
     the ``"*"`` entry; a model with no entry, or a call that reports no tokens, costs None
     (unknown), and a Result's cost sums what is known.
     """

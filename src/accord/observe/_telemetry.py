@@ -129,7 +129,7 @@ def run_end(result: Result[Any], content: bool) -> Attributes:
     outcome = "failed" if result.error is not None else "stable" if result.stable else "unstable"
     attrs: Attributes = {
         "accord.outcome": outcome,
-        "accord.stopped_because": result.stopped_because,
+        "accord.stopped_because": result.stopped_because.value,
         "accord.agreement": result.agreement,
         "accord.calls": result.calls,
         "accord.ledger.hit": result.replayed,
@@ -182,20 +182,9 @@ def call_end(ballot: Ballot, content: bool) -> Attributes:
     attrs: Attributes = {"accord.ballot.status": ballot.status}
     if ballot.finish_reason:
         attrs["gen_ai.response.finish_reasons"] = [ballot.finish_reason]
-    answered = ballot.meta.get("model")
-    if isinstance(answered, str):
-        attrs["gen_ai.response.model"] = answered
-    usage = ballot.usage
-    if usage.prompt_tokens is not None:
-        attrs["gen_ai.usage.input_tokens"] = usage.prompt_tokens
-    if usage.completion_tokens is not None:
-        attrs["gen_ai.usage.output_tokens"] = usage.completion_tokens
-    if usage.cost is not None:
-        attrs["accord.usage.cost"] = usage.cost
-    if ballot.min_margin is not None and math.isfinite(ballot.min_margin):
-        attrs["accord.ballot.min_margin"] = ballot.min_margin
-    if ballot.fragile_steps is not None:
-        attrs["accord.ballot.fragile_steps"] = ballot.fragile_steps
+    if ballot.model is not None:
+        attrs["gen_ai.response.model"] = ballot.model
+    attrs.update(_spent(ballot))
     if ballot.coercions:  # what reading the text took: how many repairs, and of which kinds
         attrs["accord.ballot.coercions"] = len(ballot.coercions)
         attrs["accord.ballot.coercion_kinds"] = ", ".join(sorted({str(c.get("fix", "")) for c in ballot.coercions}))
@@ -206,13 +195,37 @@ def call_end(ballot: Ballot, content: bool) -> Attributes:
     elif error is not None and ballot.status == "error":
         attrs["error.type"] = str(error.get("type", "BackendError"))
     if content:
-        if ballot.text is not None:
-            output = {"role": "assistant", "parts": [{"type": "text", "content": ballot.text}], "finish_reason": ballot.finish_reason}
-            attrs["gen_ai.output.messages"] = _json([output])
-        if ballot.key is not None:
-            attrs["accord.ballot.key"] = ballot.key
-        if error is not None and ballot.status == "invalid":
-            attrs["accord.ballot.error"] = str(error.get("message", ""))
+        attrs.update(_content(ballot))
+    return attrs
+
+
+def _spent(ballot: Ballot) -> Attributes:
+    """The tokens and cost of a call, and the margins its decoding had, where known."""
+    usage = ballot.usage
+    attrs: Attributes = {}
+    if usage.prompt_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = usage.prompt_tokens
+    if usage.completion_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = usage.completion_tokens
+    if usage.cost is not None:
+        attrs["accord.usage.cost"] = usage.cost
+    if ballot.min_margin is not None and math.isfinite(ballot.min_margin):
+        attrs["accord.ballot.min_margin"] = ballot.min_margin
+    if ballot.fragile_steps is not None:
+        attrs["accord.ballot.fragile_steps"] = ballot.fragile_steps
+    return attrs
+
+
+def _content(ballot: Ballot) -> Attributes:
+    """The text, key and error message of a call (only when content is recorded)."""
+    attrs: Attributes = {}
+    if ballot.text is not None:
+        output = {"role": "assistant", "parts": [{"type": "text", "content": ballot.text}], "finish_reason": ballot.finish_reason}
+        attrs["gen_ai.output.messages"] = _json([output])
+    if ballot.key is not None:
+        attrs["accord.ballot.key"] = ballot.key
+    if ballot.error is not None and ballot.status == "invalid":
+        attrs["accord.ballot.error"] = str(ballot.error.get("message", ""))
     return attrs
 
 

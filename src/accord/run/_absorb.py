@@ -150,13 +150,7 @@ class Absorb:
         slot.outputs += 1
         self.box.heard(slot.seat, margins.min_margin)
         perturbation = call.request.perturbation
-        meta = {**completion.meta, "perturbation": _describe(perturbation)} if perturbation is not None else dict(completion.meta)
-        if margins.steps:
-            meta["fragile_at"] = list(margins.steps)  # the steps below the floor (the first few)
-        if steps is not None and completion.margins is not None and len(steps) < len(completion.margins):
-            meta["decisive_steps"] = len(steps)  # the gate read these; the rest wrote prose
-        if self.deployment is not None:
-            meta["deployment"] = self.deployment
+        read = len(steps) if steps is not None and completion.margins is not None and len(steps) < len(completion.margins) else None
         error: dict[str, Any] | None = None
         if isinstance(reading, Misreading):
             error = {"stage": reading.stage, "message": reading.message, "errors": [dict(e) for e in reading.errors]}
@@ -171,7 +165,12 @@ class Absorb:
             coercions = reading.coercions
         ballot = Ballot(
             slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
-            usage, started, seconds, margins.min_margin, margins.fragile_steps, meta, coercions,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, dict(completion.meta), coercions,
+            model=completion.model, engine=completion.engine, system_fingerprint=completion.system_fingerprint,
+            perturbation=_describe(perturbation) if perturbation is not None else None,
+            fragile_at=tuple(margins.steps),  # the steps below the floor (the first few)
+            decisive_steps=read,  # the gate read these; the rest wrote prose
+            deployment=self.deployment,
         )
         self.record(ballot)
         if isinstance(reading, Misreading):
@@ -184,8 +183,7 @@ class Absorb:
         tokens = completion.usage
         if tokens.cost is not None or self.policy.prices is None:
             return tokens.cost
-        answered = completion.meta.get("model")
-        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, answered if isinstance(answered, str) else None)
+        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, completion.model)
 
     def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, ballot: Ballot) -> None:
         retry = self.policy.retry
@@ -217,8 +215,8 @@ class Absorb:
         retryable = isinstance(error, BackendError) and error.retryable
         cause = error.__cause__ if error.__cause__ is not None else error
         info = {"stage": "backend", "message": str(error), "type": type(error).__name__, "cause": type(cause).__name__, "retryable": retryable}
-        meta = {"deployment": self.deployment} if self.deployment is not None else {}
-        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds, meta=meta)
+        ballot = Ballot(slot.index, call.request.attempt, "error", error=info, usage=usage, started=started, seconds=seconds,
+                        deployment=self.deployment)
         self.record(ballot)
         slot.faults += 1
         if retryable and self.policy.retry.again_after_fault(slot.faults, self.clock() - self.t0):

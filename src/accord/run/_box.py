@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._result import StopReason
 from ..read._canonical import canonical_form, canonical_key
 from ..read._exact import exact_form
 from ..schema._schema import Schema, ValidationFailure
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from ..vote._predict import Computation, Floors
 
 BUDGET = "budget"
-FAILED = frozenset({"no quorum", "no valid ballot", BUDGET})  # any other reason (a stop rule's own too) accepts
 
 
 class Verdict(NamedTuple):
@@ -52,7 +52,7 @@ class Verdict(NamedTuple):
     @property
     def accepted(self) -> bool:
         """The vote accepted the winner (the Result is stable)."""
-        return self.reason not in FAILED
+        return StopReason(self.reason).accepted  # a stop rule's own reason too
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import _check
 from .._errors import AccordError
-from .._result import Result
+from .._result import Result, StopReason
 from .._types import Prompt, Usage
 from ._drive import adrive
 from ._report import Progress, ended
@@ -76,4 +76,4 @@ async def many(
 def failed(exc: BaseException, stab: Stabilizer[Any]) -> Result[Any]:
     """The Result of a prompt whose decision raised: its error, no value, no ballots."""
     error = exc if isinstance(exc, AccordError) else AccordError(f"{type(exc).__name__}: {exc}")
-    return Result(None, False, 0.0, {}, (), "error", Usage(), stab.schema.name, stab.model.fingerprint, error=error)
+    return Result(None, False, 0.0, {}, (), StopReason.ERROR, Usage(), stab.schema.name, stab.model.fingerprint, error=error)

@@ -23,19 +23,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._errors import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
-from .._result import Ballot, Result
+from .._records import Fieldwise, Fragility, Referral
+from .._result import Ballot, Result, StopReason
 from .._types import Settings, Usage
 from ..backends._base import Backend
 from ..determinism import environment as versions
 from ._box import BUDGET, Box, Verdict
 
 if TYPE_CHECKING:
+    from ..vote._vote import Tally
     from ._calls import Call
 
-UNCONTESTED = "uncontested"  # no quorum, and no valid ballot against the answer (the module docstring)
+UNCONTESTED = StopReason.UNCONTESTED  # no quorum, and no valid ballot against the answer (the module docstring)
 
 
 def cancelled(calls: Iterable[tuple[Call, float, float]]) -> list[Ballot]:
@@ -64,69 +66,31 @@ def result(
     """The Result of a run that ended on ``verdict``; a failed one carries its error (and the
     error the Result). ``hint``: what the schema's rendering in the prompt left out, when it did
     (``meta["schema_hint"]``). ``unreferred``: what a reference that gave no valid value did
-    (``meta["reference"]``, with ``decided: False``), when the serving deployment then voted."""
-    reason, winner = verdict
-    if box.decisions is not None:  # each ballot with its final vote key (a field may have turned prose since it was read)
-        final = box.keys()
-        ballots = [replace(b, key=final[id(b)]) if id(b) in final and final[id(b)] != b.key else b for b in ballots]
+    (``calls``, ``stopped_because``, ``fingerprint``: ``Result.referral``, with ``decided=False``),
+    when the serving deployment then voted."""
+    ballots = final_keys(box, ballots)
     tally = box.tally()
-    uncontested = reason == "no quorum" and len(tally.counts) == 1 and not (plurality or strict)
-    if winner is None and (plurality or uncontested) and tally.counts:
-        winner = box.winner(tally)
-        reason = UNCONTESTED if uncontested else reason
+    reason, winner = chosen_winner(box, verdict, tally, plurality=plurality, strict=strict)
     chosen = box.first.get(winner) if winner is not None else None
-    value = chosen.value if chosen else None
-    data = chosen.data if chosen else None
+    picked = Picked(chosen.value, chosen.data, agreement(tally, winner)) if chosen is not None else Picked(None, None, 0.0)
+    picked, fieldwise = assembled(box, winner, picked)
+    found = chosen is not None or (fieldwise is not None and fieldwise.how == "assembled")
     votes = dict(tally.ranked)
-    agreement = (votes[winner] / tally.valid) if chosen and winner is not None and tally.valid else 0.0
-    fields: dict[str, Any] = {}
-    if box.vote.fieldwise:
-        if box.assembled is not None and winner == box.assembled[0]:
-            value, data = box.assembled[1], box.assembled[2]
-            agreement = min(box.field_agreement.values(), default=1.0) if box.field_agreement else 1.0
-            fields["fieldwise"] = "assembled"
-        elif box.fallback is not None:
-            fields["fieldwise"] = "fell back to the whole-object winner"
-            fields["fieldwise_errors"] = [dict(e) for e in box.fallback]
-        else:
-            fields["fieldwise"] = "undecided"
-    found = chosen is not None or fields.get("fieldwise") == "assembled"
-    failure = None if verdict.accepted or ((plurality or uncontested) and found) else error(box, reason, votes, ballots)
-    engine = {"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}
+    failure = None if verdict.accepted or ((plurality or reason == UNCONTESTED) and found) else error(box, reason, votes, ballots)
     fragile, fragility = judged(reason, winner if found else None, ballots, votes)
-    gate = gate_status(backend, box, reason, fragile)
     outcome: Result[Any] = Result(
-        value=value,
-        data=data,
-        stable=verdict.accepted,
-        agreement=agreement,
-        votes=votes,
-        ballots=tuple(ballots),
-        stopped_because=reason,
-        usage=usage,
-        original_usage=usage,
-        schema=box.schema.name,
-        fingerprint=backend.fingerprint,
-        key=winner if found else None,
-        error=failure,
-        field_agreement=box.field_agreement if box.vote.fieldwise else None,
-        min_margin=chosen.min_margin if chosen else None,
-        fragile_steps=chosen.fragile_steps if chosen else None,
-        environment=environment(backend, settings, ballots, chosen),
-        fragile=fragile,
-        voted=box.fields.voted() if box.fields is not None else (),
-        carried=box.fields.carried(c.reading.form for c in box.casts) if box.fields is not None else {},
+        value=picked.value, data=picked.data, stable=verdict.accepted, agreement=picked.agreement, votes=votes,
+        ballots=tuple(ballots), stopped_because=StopReason(reason), usage=usage, original_usage=usage,
+        schema=box.schema.name, fingerprint=backend.fingerprint, key=winner if found else None, error=failure,
+        field_agreement=box.field_agreement if box.vote.fieldwise else None, **roles(box), **margins(chosen),
+        environment=environment(backend, settings, ballots, chosen), fragile=fragile,
+        gate=gate_status(backend, box, reason, fragile), fragility=fragility, referral=unanswered(unreferred), fieldwise=fieldwise,
         meta={
-            **engine,
-            **({"gate": gate} if gate else {}),
-            **({"fragile": fragility} if fragility else {}),
             "seconds": round(seconds, 6),
             "k": box.k,
             "quorum": box.quorum,
             **({"predicted": dict(box.predicted)} if box.predicted else {}),
             **({"schema_hint": hint} if hint else {}),
-            **({"reference": {**unreferred, "decided": False}, "decided_by": "serving"} if unreferred else {}),
-            **fields,
         },
     )
     if failure is not None:
@@ -134,7 +98,71 @@ def result(
     return outcome
 
 
-def judged(reason: str, winner: str | None, ballots: Sequence[Ballot], votes: dict[str, int]) -> tuple[bool | None, dict[str, Any] | None]:
+class Picked(NamedTuple):
+    """The value a Result holds, its JSON data, and its agreement."""
+
+    value: Any
+    data: Any
+    agreement: float
+
+
+def margins(chosen: Ballot | None) -> dict[str, Any]:
+    """What the Result takes of the winner's first ballot: its margins and engine."""
+    if chosen is None:
+        return {}
+    return {"min_margin": chosen.min_margin, "fragile_steps": chosen.fragile_steps, "engine": chosen.engine}
+
+
+def roles(box: Box) -> dict[str, Any]:
+    """The fields the vote decided, and how many versions of each prose field the ballots wrote."""
+    if box.fields is None:
+        return {}
+    return {"voted": box.fields.voted(), "carried": box.fields.carried(c.reading.form for c in box.casts)}
+
+
+def unanswered(unreferred: dict[str, Any] | None) -> Referral | None:
+    """A reference that gave no valid value, when the serving deployment then voted."""
+    if not unreferred:
+        return None
+    return Referral(False, unreferred["calls"], unreferred["fingerprint"], unreferred["stopped_because"])
+
+
+def final_keys(box: Box, ballots: Sequence[Ballot]) -> Sequence[Ballot]:
+    """Each ballot with its final vote key (a field may have turned prose since it was read)."""
+    if box.decisions is None:
+        return ballots
+    final = box.keys()
+    return [replace(b, key=final[id(b)]) if id(b) in final and final[id(b)] != b.key else b for b in ballots]
+
+
+def chosen_winner(box: Box, verdict: Verdict, tally: Tally, *, plurality: bool, strict: bool) -> tuple[str, str | None]:
+    """Why the run ended and its winner: the verdict's, or, without one, the plurality winner
+    when asked, or the one answer every valid ballot holds (``"uncontested"``)."""
+    reason, winner = verdict
+    uncontested = reason == "no quorum" and len(tally.counts) == 1 and not (plurality or strict)
+    if winner is None and (plurality or uncontested) and tally.counts:
+        return (UNCONTESTED if uncontested else reason), box.winner(tally)
+    return reason, winner
+
+
+def agreement(tally: Tally, winner: str | None) -> float:
+    """The winner's votes over the valid ballots."""
+    return tally.counts.get(winner, 0) / tally.valid if winner is not None and tally.valid else 0.0
+
+
+def assembled(box: Box, winner: str | None, picked: Picked) -> tuple[Picked, Fieldwise | None]:
+    """A fieldwise vote's value (the assembly, when it won) and how the vote ended."""
+    if not box.vote.fieldwise:
+        return picked, None
+    if box.assembled is not None and winner == box.assembled[0]:
+        weakest = min(box.field_agreement.values(), default=1.0) if box.field_agreement else 1.0
+        return Picked(box.assembled[1], box.assembled[2], weakest), Fieldwise("assembled")
+    if box.fallback is not None:
+        return picked, Fieldwise("fell back to the whole-object winner", tuple(dict(e) for e in box.fallback))
+    return picked, Fieldwise("undecided")
+
+
+def judged(reason: str, winner: str | None, ballots: Sequence[Ballot], votes: dict[str, int]) -> tuple[bool | None, Fragility | None]:
     """Whether the answer rests on numerics noise could flip (``Result.fragile``), and, when it
     does, what is known: the first deciding ballot's fragile steps, the floor, the competing answer."""
     if winner is None:
@@ -149,12 +177,11 @@ def judged(reason: str, winner: str | None, ballots: Sequence[Ballot], votes: di
         return False, None
     first = judged_[0]
     competing = next((key for key in votes if key != winner), None)
-    return True, {"steps": first.meta.get("fragile_at", []), "fragile_steps": first.fragile_steps,
-                  "min_margin": first.min_margin, "competing": competing}
+    return True, Fragility(first.fragile_at, first.fragile_steps, first.min_margin, competing)
 
 
 def gate_status(backend: Backend, box: Box, reason: str, fragile: bool | None) -> str | None:
-    """What the margin gate did, in words (``Result.meta["gate"]``); None without a gate."""
+    """What the margin gate did, in words (``Result.gate``); None without a gate."""
     if box.vote.gate is None:
         return None
     if reason == "gate":
@@ -223,12 +250,12 @@ def _cause(ballot: Ballot) -> str:
 
 def environment(backend: Backend, settings: Settings, ballots: Sequence[Ballot], chosen: Ballot | None) -> dict[str, Any]:
     """Where this answer was decided: versions, backend, settings, perturbations."""
-    perturbations = sorted({str(b.meta["perturbation"]) for b in ballots if "perturbation" in b.meta})
-    engines = sorted({str(b.meta["engine"]) for b in ballots if "engine" in b.meta})
+    perturbations = sorted({str(b.perturbation) for b in ballots if b.perturbation is not None})
+    engines = sorted({str(b.engine) for b in ballots if b.engine is not None})
     return {
         **versions(),
         **describe(backend),
-        **({"engine": chosen.meta["engine"]} if chosen and "engine" in chosen.meta else {}),
+        **({"engine": chosen.engine} if chosen and chosen.engine is not None else {}),
         **({"engines": engines} if len(engines) > 1 else {}),
         "settings": {f.name: value for f in fields(settings) if (value := getattr(settings, f.name)) is not None},
         "perturbations": perturbations,

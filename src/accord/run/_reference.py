@@ -6,11 +6,12 @@ Otherwise the loop (:meth:`~._loop._Run.refer`) hands the prompt to the referenc
 greedy ballot there (retried like any ballot), under what is left of the budget. This module
 builds that run's budget and merges its Result with the serving deployment's ballots:
 
-    ballots           the serving ballots first (``meta["deployment"] == "serving"``), then the
+    ballots           the serving ballots first (``deployment == "serving"``), then the
                       reference's (``"reference"``), numbered after them
     stopped_because   "reference" (or the reference run's failure: "no valid ballot", "budget")
-    meta              ``decided_by: "reference"``, and per deployment its calls (``serving``,
-                      ``reference``) and the serving ballot's answer and fragile steps
+    referral          decided by the reference, and per deployment its calls, and the serving
+                      ballot's answer and fragile steps (``meta``: ``decided_by``, ``serving``,
+                      ``reference``)
     usage             both deployments' calls
 
 docs/determinism.md proves why this answer does not move with the serving deployment's load or
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._result import Ballot, Result
+from .._records import Referral
+from .._result import Ballot, Result, StopReason
 from .._retry import Budget
 from .._types import Usage
 from ._outcome import describe
@@ -31,7 +33,7 @@ from ._outcome import describe
 if TYPE_CHECKING:
     from ..backends._base import Backend
 
-REFERENCE = "reference"
+REFERENCE = StopReason.REFERENCE
 
 
 def budget_left(budget: Budget, spent_seconds: float, calls: int, usage: Usage) -> Budget:
@@ -56,23 +58,18 @@ def merged(
     offset = 1 + max((b.slot for b in serving), default=0)
     ballots = (*serving, *(replace(b, slot=b.slot + offset) for b in decided.ballots))
     first = next((b for b in serving if b.status == "valid"), None)
-    said: dict[str, Any] = {"calls": len(serving), "answer": first.key if first else None}
-    if first is not None:
-        said.update(min_margin=first.min_margin, fragile_steps=first.fragile_steps, fragile_at=first.meta.get("fragile_at"))
+    referral = Referral(
+        True, len(decided.ballots), reference.fingerprint, serving_calls=len(serving), serving_answer=first.key if first else None,
+        serving_min_margin=first.min_margin if first else None, serving_fragile_steps=first.fragile_steps if first else None,
+        serving_fragile_at=(first.fragile_at or None) if first else None,
+    )
     accepted = decided.error is None or decided.stable
-    meta = {
-        **decided.meta,
-        "seconds": round(seconds, 6),
-        "decided_by": REFERENCE,
-        "serving": said,
-        REFERENCE: {"calls": len(decided.ballots), "fingerprint": reference.fingerprint},
-        "gate": "reference",
-    }
     environment = {**decided.environment, **describe(backend), REFERENCE: describe(reference)}
     result = replace(
         decided, ballots=ballots, usage=usage + decided.usage, original_usage=usage + decided.usage,
         stopped_because=REFERENCE if accepted and decided.stable else decided.stopped_because,
-        fingerprint=backend.fingerprint, meta=meta, environment=environment, fragile=False,
+        fingerprint=backend.fingerprint, meta={**decided.meta, "seconds": round(seconds, 6)}, environment=environment,
+        fragile=False, referral=referral, gate="reference",
     )
     if result.error is not None:
         result.error.result = result

@@ -32,7 +32,7 @@ def run_fields(result: Result[Any], watch: Watch | None = None) -> dict[str, Any
         "accord_event": "run",
         "accord_schema": result.schema,
         "accord_outcome": "failed" if result.error is not None else "stable" if result.stable else "unstable",
-        "accord_stopped_because": result.stopped_because,
+        "accord_stopped_because": result.stopped_because.value,
         "accord_key": result.key,
         "accord_agreement": result.agreement,
         "accord_calls": result.calls,

@@ -90,13 +90,12 @@ class Reply:
 
     def __init__(self, job: Job, result: Result[Any], tab: Tab, request_id: str, ledger_key: str | None) -> None:
         chosen = winner(result)
-        meta = chosen.meta if chosen is not None else {}
         self.job = job
         self.result = result
         self.id = f"chatcmpl-{request_id}"
         self.created = int(time.time())
-        self.model = str(meta.get("model") or job.model)
-        self.fingerprint = meta.get("system_fingerprint")
+        self.model = str((chosen.model if chosen is not None else None) or job.model)
+        self.fingerprint = chosen.system_fingerprint if chosen is not None else None
         self.content = content_of(job, result)
         self.finish = "tool_calls" if job.mode == "tool" else (chosen.finish_reason if chosen and chosen.finish_reason else "stop")
         self.logprobs = tab.logprobs_of(chosen.text if chosen else None) if job.logprobs else None

@@ -79,58 +79,66 @@ class Assembly:
 
 def decide(flats: Sequence[dict[Path, str]], done: int, vote: Vote) -> Assembly:
     """Vote every path of the tree the winners assemble; decided when all of them are."""
-    valid = len(flats)
-    children: dict[Path, list[Any]] = {}
-    for flat in flats:
-        for path in flat:
-            if path:
-                siblings = children.setdefault(path[:-1], [])
-                if path[-1] not in siblings:
-                    siblings.append(path[-1])
-    reasons: list[str] = []
-    agreement: dict[str, float] = {}
-    hopeless = False
-
-    def winner(path: Path) -> str:
-        nonlocal hopeless
-        counts: dict[str, int] = {}
-        for flat in flats:
-            value = flat.get(path, ABSENT)
-            counts[value] = counts.get(value, 0) + 1
-        tally = Tally(counts, done, vote.k, vote.needed)
-        hopeless = hopeless or tally.hopeless
-        reason = vote.decide(tally)
-        reasons.append(reason or "")
-        key = vote.winner(tally) or ABSENT
-        if path:
-            agreement[render_path(path)] = counts[key] / valid if valid else 0.0
-        return key
-
-    def build(path: Path) -> Any:
-        key = winner(path)
-        if key == OBJECT:
-            out = {}
-            for token in children.get(path, []):
-                value = build((*path, token))
-                if value is not _MISSING:
-                    out[token] = value
-            return out
-        if key == SET:
-            members = [t for t in children.get(path, []) if build((*path, t)) is not _MISSING]
-            return [json.loads(t[1]) for t in sorted(members, key=lambda t: t[1])]
-        if key.startswith("[") and key.endswith("]") and key[1:-1].isdigit():
-            return [build((*path, i)) for i in range(int(key[1:-1]))]
-        if key == ABSENT:
-            return _MISSING
-        return True if key == IN else json.loads(key)
-
-    data = build(()) if valid else _MISSING
-    if hopeless:
+    assembler = _Assembler(flats, done, vote)
+    data = assembler.build(()) if flats else _MISSING
+    agreement, reasons = assembler.agreement, assembler.reasons
+    if assembler.hopeless:
         return Assembly(None, hopeless=True, agreement=agreement)
     if data is _MISSING or not all(reasons):
         return Assembly(None, agreement=agreement)
     weakest = max(reasons, key=lambda r: _STRENGTH.get(r, 99))
     return Assembly(weakest, _strip(data), agreement=agreement)
+
+
+class _Assembler:
+    """One fieldwise vote: each path voted as the tree of winners is built, top down."""
+
+    def __init__(self, flats: Sequence[dict[Path, str]], done: int, vote: Vote) -> None:
+        self.flats, self.done, self.vote = flats, done, vote
+        self.children: dict[Path, list[Any]] = {}  # a path's child tokens, in the order first seen
+        for flat in flats:
+            for path in flat:
+                if path:
+                    siblings = self.children.setdefault(path[:-1], [])
+                    if path[-1] not in siblings:
+                        siblings.append(path[-1])
+        self.reasons: list[str] = []
+        self.agreement: dict[str, float] = {}
+        self.hopeless = False
+
+    def winner(self, path: Path) -> str:
+        """The winning key at ``path``; its reason, agreement and hopelessness recorded."""
+        counts: dict[str, int] = {}
+        for flat in self.flats:
+            value = flat.get(path, ABSENT)
+            counts[value] = counts.get(value, 0) + 1
+        tally = Tally(counts, self.done, self.vote.k, self.vote.needed)
+        self.hopeless = self.hopeless or tally.hopeless
+        self.reasons.append(self.vote.decide(tally) or "")
+        key = self.vote.winner(tally) or ABSENT
+        if path:
+            self.agreement[render_path(path)] = counts[key] / len(self.flats) if self.flats else 0.0
+        return key
+
+    def build(self, path: Path) -> Any:
+        """The data the winners assemble at ``path`` (``_MISSING``: absent)."""
+        key = self.winner(path)
+        children = self.children.get(path, [])
+        if key == OBJECT:
+            out = {}
+            for token in children:
+                value = self.build((*path, token))
+                if value is not _MISSING:
+                    out[token] = value
+            return out
+        if key == SET:
+            members = [t for t in children if self.build((*path, t)) is not _MISSING]
+            return [json.loads(t[1]) for t in sorted(members, key=lambda t: t[1])]
+        if key.startswith("[") and key.endswith("]") and key[1:-1].isdigit():
+            return [self.build((*path, i)) for i in range(int(key[1:-1]))]
+        if key == ABSENT:
+            return _MISSING
+        return True if key == IN else json.loads(key)
 
 
 class _Missing:

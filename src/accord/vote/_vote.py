@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import _check
 from .._errors import ConfigError
+from .._result import StopReason
 from ._gate import MarginGate
 from ._perturb import Perturb
 
@@ -88,7 +89,7 @@ class _Unanimous(StopRule):
     """The leader holds the quorum and no valid ballot dissents."""
 
     def __call__(self, tally: Tally) -> str | None:
-        return "unanimous" if tally.lead >= tally.quorum and tally.lead == tally.valid else None
+        return StopReason.UNANIMOUS if tally.lead >= tally.quorum and tally.lead == tally.valid else None
 
     def __repr__(self) -> str:
         return "stop_when_unanimous"
@@ -99,7 +100,7 @@ class _Unbeatable(StopRule):
 
     def __call__(self, tally: Tally) -> str | None:
         ok = tally.lead >= tally.quorum and tally.lead > tally.runner_up + tally.remaining
-        return "unbeatable" if ok else None
+        return StopReason.UNBEATABLE if ok else None
 
     def __repr__(self) -> str:
         return "stop_when_unbeatable"
@@ -117,7 +118,7 @@ class stop_when_confident(StopRule):
         lead = tally.lead
         if lead == 0:
             return None
-        return "confident" if share_above_half(lead, tally.valid - lead) >= self.probability else None
+        return StopReason.CONFIDENT if share_above_half(lead, tally.valid - lead) >= self.probability else None
 
     def __repr__(self) -> str:
         return f"stop_when_confident({self.probability})"
@@ -244,7 +245,7 @@ class Vote:
             if reason:
                 return reason
         if tally.remaining <= 0 and tally.lead >= tally.quorum:
-            return "k reached"
+            return StopReason.K_REACHED
         return None
 
     @property

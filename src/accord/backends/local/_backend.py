@@ -271,6 +271,8 @@ class TransformersBackend(Backend):
             score=recorder.score,
             meta=meta,
             pieces=pieces_of(self.tokenizer, new, text),
+            model=self.model_id,
+            engine=served.engine if served else None,
         )
 
     def forced(self, prompt: Prompt, steps: Sequence[tuple[str, Any]]) -> list[tuple[str, dict[str, float]]]:

@@ -242,9 +242,8 @@ def parse(response: Any) -> Parsed:
     usage = getattr(response, "usage", None)
     logprobs = getattr(choice, "logprobs", None)
     margins, score = margins_of(logprobs)
-    meta: dict[str, Any] = {"system_fingerprint": getattr(response, "system_fingerprint", None)}
-    if getattr(response, "model", None):
-        meta["model"] = response.model
+    fingerprint, answered = getattr(response, "system_fingerprint", None), getattr(response, "model", None) or None
+    meta: dict[str, Any] = {"system_fingerprint": fingerprint, **({"model": answered} if answered else {})}
     refusal = getattr(message, "refusal", None)
     if refusal:
         meta["refusal"] = str(refusal)[:500]
@@ -256,6 +255,9 @@ def parse(response: Any) -> Parsed:
         score=score,
         meta=meta,
         pieces=pieces_of(logprobs) if margins is not None else None,
+        model=answered if isinstance(answered, str) else None,
+        engine="openai-compatible",
+        system_fingerprint=str(fingerprint) if fingerprint else None,
     )
     return Parsed(completion, margins is not None or score is not None, _is_json_object(text, finish))
 
