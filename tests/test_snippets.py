@@ -33,7 +33,9 @@ import ast
 import contextlib
 import doctest
 import os
+import random
 import re
+import sys
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -184,12 +186,30 @@ def page_world(run: PageRun, source: str) -> Iterator[None]:
     def local(dtype: str = "float32", **options: Any) -> Any:
         return run.local if dtype == "float32" and not options else real_local(dtype, **options)
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, _seeds_kept():
         patch.chdir(run.folder)
         patch.setenv("XDG_DATA_HOME", str(run.folder / "data"))
+        patch.setenv("PYTHONHASHSEED", os.environ.get("PYTHONHASHSEED", "random"))  # seed_everything sets it
         if "models.local(" in source:
             patch.setattr(accord.models, "local", local)
         yield
+
+
+@contextlib.contextmanager
+def _seeds_kept() -> Iterator[None]:
+    """The random generators as they were (a block may call accord.determinism.seed_everything)."""
+    import numpy
+
+    kept = random.getstate(), numpy.random.get_state()
+    torch = sys.modules.get("torch")
+    torch_state = torch.get_rng_state() if torch is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(kept[0])
+        numpy.random.set_state(kept[1])
+        if torch is not None:
+            torch.set_rng_state(torch_state)
 
 
 def _marks(page: str) -> list[pytest.MarkDecorator]:
@@ -258,3 +278,10 @@ def test_an_output_that_differs_fails() -> None:
     with pytest.raises(AssertionError, match="the page says 3, the code gives 2"):
         run_block("len(x)  # -> 3", namespace, "page.md:5")
     assert os.getcwd()  # nothing above changed the folder
+
+
+def test_a_quoted_block_must_be_the_examples() -> None:
+    example = "examples/quickstart.py"
+    quoted = ast.unparse(ast.parse((ROOT / example).read_text(encoding="utf-8")).body[-1])
+    assert not from_example(Block("page.md", 1, quoted, "from", example))
+    assert from_example(Block("page.md", 1, f"{quoted}\nx = 1", "from", example)) == ["x = 1"]
