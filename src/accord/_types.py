@@ -118,6 +118,18 @@ class Request:
 
 
 @dataclass(frozen=True)
+class TokenSteps:
+    """What an OpenAI exchange sent and got for one answer, handed to its backend to compare with
+    a reference (``models.openai(..., reference=...)``): the chat ``messages`` the server read,
+    per generated token the token and ``{alternative: logprob}`` (``steps``), and the prompt's
+    token count the server reported (``prompt_tokens``). Never serialized."""
+
+    messages: list[Message]
+    steps: list[tuple[str, dict[str, float]]]
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Completion:
     """What a backend returns for one Request.
 
@@ -128,7 +140,8 @@ class Completion:
     in the text: the margin gate reads only the steps up to the end of the last decisive value
     (``vote/_prefix``). ``score`` is an optional model score (mean token log-probability) used
     to break ties. ``meta`` is backend metadata (engine, server fingerprint, perturbation, ...),
-    JSON-serializable.
+    JSON-serializable. ``steps`` is what an OpenAI exchange hands its backend to learn from
+    (:class:`TokenSteps`), taken off before the Completion leaves the backend; never serialized.
     """
 
     text: str
@@ -138,3 +151,4 @@ class Completion:
     score: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     pieces: tuple[str, ...] | None = None
+    steps: TokenSteps | None = field(default=None, repr=False, compare=False)

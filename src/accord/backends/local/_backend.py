@@ -30,6 +30,7 @@ from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
 from ...vote._perturb import Perturbation
 from .._base import Backend, Noise
+from .._renamed import local_name
 from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
@@ -54,12 +55,17 @@ class TransformersBackend(Backend):
     ``compile_timeout``: seconds a compile may take before the next engine is tried (None: no
     limit, compile in-process). ``threads``: torch threads during a call. ``stop_loops``: end a
     constrained call once its text ends in a loop (``finish_reason="loop"``, :mod:`._loops`), not
-    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes).
+    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes). ``name``: the
+    model's identity (ledger keys, every Result), used as given; default the folder's name and a
+    hash of the weights. ``fingerprint=`` and ``model_id=`` are older spellings (deprecated).
     """
 
     constrains = True
     gives_margins = True
     perturbable = True
+    default_max_tokens: int
+    tokenizer: Any
+    conversion_seconds: float | None = None  # set by models.local when its load converted the GGUF
 
     def __init__(
         self,
@@ -74,10 +80,12 @@ class TransformersBackend(Backend):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         stop_loops: bool = True,
         trust_remote_code: bool = False,
+        name: str | None = None,
+        condition: Perturbation | None = None,
         model_id: str | None = None,
         fingerprint: str | None = None,
-        condition: Perturbation | None = None,
     ) -> None:
+        name, label = local_name(name, fingerprint, model_id)
         self.engines = engine_chain(engine)  # fail on a bad engine name before loading anything
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
@@ -92,8 +100,8 @@ class TransformersBackend(Backend):
         self.load_seconds = time.perf_counter() - start
         self.trust_remote_code = trust_remote_code
         self.model.eval()
-        self.model_id = model_id or model_id_of(self.model, self.path)
-        self._fingerprint = fingerprint
+        self.model_id = label or model_id_of(self.model, self.path)
+        self._fingerprint = name
         self.base_config, self.ignored_defaults = greedy_defaults(self.model.generation_config)
         if self.ignored_defaults:
             log.info("%s: generation defaults set aside (greedy means greedy): %s", self.model_id, self.ignored_defaults)
@@ -110,13 +118,13 @@ class TransformersBackend(Backend):
     # -- identity ---------------------------------------------------------------------------------
 
     @property
-    def fingerprint(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: hashed on first use
+    def fingerprint(self) -> str:  # hashed on first use
         if self._fingerprint is None:
             self._fingerprint = f"{self.model_id}@sha256:{weights_hash(self.model, self.path)[:16]}"
         return self._fingerprint
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: the loaded model's
+    def dtype(self) -> str:  # the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
     @property

@@ -18,16 +18,16 @@ from dataclasses import replace
 from typing import Any
 
 from ..._errors import BackendError, ConfigError
-from ..._types import Request, Usage
+from ..._types import Request, TokenSteps, Usage
 from .._base import Backend
 from . import _wire as wire
 from ._calibrate import steps_of
 from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
+from ._learning import TOP, Learner
 from ._ops import Chat, Exchange, ListModels, Op
 from ._probe import free_whitespace, probe_params, probe_verdict
-from ._referee import STEPS, TOP, Learner
 
 log = logging.getLogger("accord.openai")
 
@@ -91,16 +91,16 @@ class Exchanges(Backend):
             dropped = sorted(rejected & wanted)
             if dropped:
                 meta["dropped"] = dropped
-        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_referee.Learner)
-            meta[STEPS] = {"messages": params["messages"], "steps": steps_of(response.choices[0]),
-                           "prompt_tokens": parsed.completion.usage.prompt_tokens}
+        steps = None
+        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
+            steps = TokenSteps(params["messages"], steps_of(response.choices[0]), parsed.completion.usage.prompt_tokens)
         completion = parsed.completion
         if wrapped and "response_format" in params:
             inner = wire.unwrap(completion.text)
             if inner is not None:  # else cut off or not wrapped: read as it came
                 completion = replace(completion, text=inner)
                 meta["wrapped"] = wire.WRAPPER
-        return replace(completion, usage=completion.usage + extra_usage, meta=meta)
+        return replace(completion, usage=completion.usage + extra_usage, meta=meta, steps=steps)
 
     def _ask(
         self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
@@ -155,9 +155,10 @@ class Exchanges(Backend):
         if len(reply) != 1:
             names = ", ".join(reply[:5]) or "none"
             raise ConfigError(f"{server.shown} serves {len(reply)} models ({names}); pass model=")
+        model: str = reply[0]
         with self._lock:
-            self._models[server.shown] = reply[0]
-        return reply[0]  # type: ignore[no-any-return]
+            self._models[server.shown] = model
+        return model
 
     def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed, choice: Any) -> None:
         """Passive detection: a server that sent prose for ``response_format``, or no logprobs;
