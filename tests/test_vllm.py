@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 import accord
 from accord import Ledger, Request, Retry, Schema, Settings, Stabilizer, Vote, models
 from accord.backends.openai import _calibrate as calibration
-from accord.backends.openai import _referee as referee
+from accord.backends.openai import _learning as learning
 from accord.backends.openai._caps import Capabilities
 from accord.backends.openai._probe import free_whitespace
 from accord.cli import app
@@ -172,7 +172,7 @@ def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
 
 def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teaches_the_floor(vllm_server, local_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(referee, "LEARN", 2)  # two first ballots learn the floor (8 by default)
+    monkeypatch.setattr(learning, "LEARN", 2)  # two first ballots learn the floor (8 by default)
     assert backend(vllm_server).describe()["gate"].startswith("stood aside: no noise floor")  # no reference, no floor: today's vote
     model = backend(vllm_server, reference=local_model, dtype="bfloat16", max_tokens=24)
     assert model.describe()["gate"].startswith("on: every first ballot goes to the reference while the floor is learned")

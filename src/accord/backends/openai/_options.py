@@ -5,10 +5,12 @@ the options passed through to the ``openai`` clients, and the checks on each.
     client_options(options)    the passthrough (api_key, timeout, organization, ...), checked
     margins_from(margins, options, where)    the older spellings (logprobs=, top_logprobs=,
                                noise_floor=, dtype=) folded in, each with a DeprecationWarning
+    flat_margins(options)      a config file's flat names as margins=Margins(...), no warning
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,15 +60,27 @@ def margins_from(margins: Margins, options: dict[str, Any], where: str = "models
     """``margins``, with the older spellings popped from ``options`` folded in (each warned)."""
     if not isinstance(margins, Margins):
         raise ConfigError(f"margins must be an accord.models.Margins, got {type(margins).__name__}")
-    old = {field: options.pop(name) for name, field in _OLD_MARGINS.items() if name in options}
+    old = {name: options.pop(name) for name in _OLD_MARGINS if name in options}
     if not old:
         return margins
-    for name, field in _OLD_MARGINS.items():
-        if field in old:
-            deprecated(name, f"margins=accord.models.Margins({field}=...)", where, stacklevel=5)
+    for name in old:
+        deprecated(name, f"margins=accord.models.Margins({_OLD_MARGINS[name]}=...)", where, stacklevel=5)
     if margins != Margins():
         raise ConfigError(f"{where}: give margins= or its older spellings ({', '.join(sorted(old))}), not both")
-    return Margins(bool(old.get("logprobs", True)), old.get("top_logprobs", 2), old.get("noise_floor"), old.get("dtype_label"))
+    folded: Margins = flat_margins(old)["margins"]
+    return folded
+
+
+def flat_margins(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the Margins fields written flat (``logprobs``, ``top_logprobs``,
+    ``noise_floor``, ``dtype``: a config file's ``[backend]`` table, ``accord serve``'s) as one
+    ``margins=Margins(...)``, without a warning: that vocabulary is the config file's own."""
+    found = {field: options[name] for name, field in _OLD_MARGINS.items() if name in options}
+    if not found:
+        return dict(options)
+    rest = {k: v for k, v in options.items() if k not in _OLD_MARGINS}
+    return {**rest, "margins": Margins(bool(found.get("logprobs", True)), found.get("top_logprobs", 2), found.get("noise_floor"),
+                                       found.get("dtype_label"))}
 
 
 def client_options(options: dict[str, Any], where: str = "models.openai") -> dict[str, Any]:
