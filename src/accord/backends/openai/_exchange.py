@@ -63,8 +63,7 @@ class Exchanges(Backend):
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
         claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
-        # A first ballot the floor learner compares with the reference keeps its tokens (more alternatives).
-        compared = self.logprobs and self._learner is not None and request.ballot == 0 and request.attempt == 1 and self._learner.wants()
+        compared = self._compared(request)
         top = max(self.top_logprobs, TOP) if compared else self.top_logprobs
         options = wire.Options(model, self.default_max_tokens, self.logprobs, top)
 
@@ -82,15 +81,7 @@ class Exchanges(Backend):
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         self._learn(key, params, parsed, response.choices[0])
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
-        meta["structured"] = "response_format" if "response_format" in params else "prompt"
-        if "seed" in params:
-            meta["seed"] = params["seed"]
-        rejected = self.capabilities.get(key).rejected
-        if rejected:  # what this call would have sent to a server that takes everything, less what it sent
-            wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
-            dropped = sorted(rejected & wanted)
-            if dropped:
-                meta["dropped"] = dropped
+        meta.update(self._sent(key, params, lambda: wire.chat_params(request, options, Known(), structured=can_format, hint=False)))
         steps = None
         if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
             steps = TokenSteps(params["messages"], steps_of(response.choices[0]), parsed.completion.usage.prompt_tokens)
@@ -101,6 +92,26 @@ class Exchanges(Backend):
                 completion = replace(completion, text=inner)
                 meta["wrapped"] = wire.WRAPPER
         return replace(completion, usage=completion.usage + extra_usage, meta=meta, steps=steps)
+
+    def _compared(self, request: Request) -> bool:
+        """Whether this ballot is a first ballot the floor learner compares with the reference: it
+        keeps its tokens, with more alternatives (:mod:`._learning`)."""
+        if not self.logprobs or self._learner is None or request.ballot != 0 or request.attempt != 1:
+            return False
+        return self._learner.wants()
+
+    def _sent(self, key: tuple[str, str], params: dict[str, Any], everything: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """What the ballot records of the call sent: how the schema went, the seed, and the
+        parameters dropped (those ``everything()``, the call to a server that takes every
+        parameter, has and this one had not)."""
+        sent: dict[str, Any] = {"structured": "response_format" if "response_format" in params else "prompt"}
+        if "seed" in params:
+            sent["seed"] = params["seed"]
+        rejected = self.capabilities.get(key).rejected
+        dropped = sorted(rejected & wire.wire_names(everything())) if rejected else []
+        if dropped:
+            sent["dropped"] = dropped
+        return sent
 
     def _ask(
         self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
