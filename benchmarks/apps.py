@@ -168,8 +168,8 @@ def http_arms(url: str, name: str, reference: Any) -> dict[str, Arm]:
     from accord.backends.openai import _wire as wire
 
     client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
-    with_ref = accord.models.openai(base_url=url, model=name, dtype=VLLM_DTYPE, reference=reference, timeout=600.0)
-    plain = accord.models.openai(base_url=url, model=name, dtype=VLLM_DTYPE, timeout=600.0)
+    with_ref = accord.models.openai(base_url=url, model=name, margins=accord.models.Margins(dtype_label=VLLM_DTYPE), reference=reference, timeout=600.0)
+    plain = accord.models.openai(base_url=url, model=name, margins=accord.models.Margins(dtype_label=VLLM_DTYPE), timeout=600.0)
     stabilizers: dict[tuple[str, int], accord.Stabilizer[Any]] = {}
 
     def raw(app: App, item: dict[str, Any]) -> Outcome:

@@ -79,7 +79,7 @@ def model(prompt, request=None):
     return f'{cfg["label"]}:{request.prompt}'
 
 ledger = accord.Ledger(cfg["ledger"])
-stab = accord.Stabilizer(accord.models.function(model, fingerprint="bench-worker"), str, vote=accord.Vote(k=3), ledger=ledger)
+stab = accord.Stabilizer(accord.models.function(model, name="bench-worker"), str, vote=accord.Vote(k=3), ledger=ledger)
 Path(cfg["barrier"], cfg["label"]).touch()
 while len(list(Path(cfg["barrier"]).iterdir())) < cfg["parties"]:
     time.sleep(0.002)
@@ -93,7 +93,7 @@ Path(cfg["out"]).write_text(json.dumps({"start": start, "end": end, "cpu": cpu, 
 
 
 def stabilizer(ledger: accord.Ledger | None) -> accord.Stabilizer[Order]:
-    model = accord.models.scripted([json.dumps(ANSWER)] * K, fingerprint="bench-model")
+    model = accord.models.scripted([json.dumps(ANSWER)] * K, name="bench-model")
     return accord.Stabilizer(model, Order, vote=accord.Vote(k=K, early_stop=False), ledger=ledger)
 
 
@@ -168,7 +168,7 @@ def hits_and_writes(places: Places, writes: int, hits: int) -> dict[str, Any]:
     assert replayed.replayed and replayed.value == result.value and len(replayed.ballots) == K
 
     answer = json.dumps(ANSWER)
-    deciding = accord.Stabilizer(accord.models.function(lambda prompt: answer, fingerprint="bench-model"), Order,
+    deciding = accord.Stabilizer(accord.models.function(lambda prompt: answer, name="bench-model"), Order,
                                  vote=accord.Vote(k=K, early_stop=False), ledger=ledger)  # fmt: skip
     miss_times, miss_cpu = timed(hits // 10, lambda i: deciding.run(f"new order {i}"))
 

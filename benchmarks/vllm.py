@@ -161,7 +161,7 @@ def stabilizer_arm(**options: Any) -> Callable[[Target, dict[str, Any]], Outcome
 
     def arm(target: Target, item: dict[str, Any]) -> Outcome:
         if target.url not in backends:  # one backend per server: what it learns is kept
-            backends[target.url] = accord.models.openai(base_url=target.url, model=target.model, dtype=DTYPE, timeout=600.0)
+            backends[target.url] = accord.models.openai(base_url=target.url, model=target.model, margins=accord.models.Margins(dtype_label=DTYPE), timeout=600.0)
         stab = accord.Stabilizer(backends[target.url], schema_of(item).source, max_tokens=MAX_TOKENS, **options)
         start = time.perf_counter()
         try:
@@ -414,7 +414,7 @@ def throughput(target: Target, n: int, concurrency: int) -> dict[str, float]:
         client = openai.AsyncOpenAI(base_url=target.url, api_key="none", timeout=600,
                                     http_client=httpx.AsyncClient(timeout=600, event_hooks={"request": [record]},
                                                                   limits=httpx.Limits(max_connections=4 * concurrency)))
-        backend = accord.models.openai(client, model=target.model, dtype=DTYPE)
+        backend = accord.models.openai(client, model=target.model, margins=accord.models.Margins(dtype_label=DTYPE))
         stab = accord.Stabilizer(backend, tasks.Sentiment, max_tokens=MAX_TOKENS)
         start = time.perf_counter()
         asyncio.run(stab.amap(prompts, concurrency=concurrency, progress=False))

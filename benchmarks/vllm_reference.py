@@ -130,7 +130,7 @@ class Deployment:
         import openai
 
         self.client = openai.OpenAI(base_url=self.url, api_key="none", max_retries=0, timeout=600)
-        self.backend = accord.models.openai(base_url=self.url, model=self.model, reference=self.reference, dtype=self.dtype,
+        self.backend = accord.models.openai(base_url=self.url, model=self.model, reference=self.reference, margins=accord.models.Margins(dtype_label=self.dtype),
                                             max_tokens=self.max_tokens, capabilities=Capabilities(), timeout=600.0)
 
     def raw(self, item: dict[str, Any]) -> Answer:

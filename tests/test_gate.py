@@ -43,7 +43,7 @@ def test_a_result_says_when_it_rests_on_fragile_steps_and_when_the_gate_stood_as
 
 
 def test_a_fragile_first_ballot_is_decided_on_the_reference_and_each_ballot_says_where_it_ran() -> None:
-    reference = accord.models.scripted([OTHER], fingerprint="reference-f32")
+    reference = accord.models.scripted([OTHER], name="reference-f32")
     serving = _Margined([Completion(GOOD, margins=(5.0, 0.1))] * 5)
     serving.reference = reference
     result = Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
@@ -72,7 +72,7 @@ def test_the_reference_decides_in_the_async_drivers_too() -> None:
 
 def test_a_reference_without_a_valid_value_leaves_the_decision_to_the_serving_deployments_vote() -> None:
     serving = _Margined([Completion(GOOD, margins=(5.0, 0.1))] * 5)
-    serving.reference = accord.models.scripted(['{"stars": "many"'] * 3, fingerprint="reference-f32")  # never valid
+    serving.reference = accord.models.scripted(['{"stars": "many"'] * 3, name="reference-f32")  # never valid
     result = Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
     assert result.value == Review.model_validate_json(GOOD) and result.stable and result.stopped_because == "unanimous"
     assert result.meta["decided_by"] == "serving" and result.meta["reference"]["decided"] is False

@@ -634,7 +634,7 @@ def test_keyboard_interrupt_leaves_the_run_interrupted_in_the_ledger(tmp_path: P
 def _ledger_file() -> Path:
     path = scratch() / "ledger.sqlite3"
     with accord.Ledger(path) as ledger:
-        Stabilizer(accord.models.function(lambda p: "1", fingerprint="m"), int, ledger=ledger, vote=Vote(k=1)).run("q")
+        Stabilizer(accord.models.function(lambda p: "1", name="m"), int, ledger=ledger, vote=Vote(k=1)).run("q")
     return path
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from accord import Completion, Request, Schema, Settings, Stabilizer, Vote
+from accord import Completion, Request, Schema, Settings, Stabilizer, Vote, models
 from accord.backends._base import Backend
 from accord.backends.openai._caps import Capabilities
 from accord.backends.openai._probe import free_whitespace
@@ -130,14 +130,14 @@ def test_the_floor_is_learned_on_the_prompt_the_server_read_and_not_on_another_p
     answer = '{"name":"Alice","age":30}'
     server = Server(lambda body: chat('{"probe":1}') if is_probe(body) else chat(answer, logprobs=logprobs('{"name":"', "Alice", '","age":30}')))
     reference = Recorder(answer, count=5)  # the mock server counts 5 prompt tokens
-    backend = sync_backend(server, reference=reference, dtype="bfloat16")
+    backend = sync_backend(server, reference=reference, margins=models.Margins(dtype_label="bfloat16"))
     result = Stabilizer(backend, schema=Person).run("Alice is 30.")  # before the probe: the core rendered the schema in the prompt
     assert result.stopped_because == "reference" and server.chats[0]["messages"] == [{"role": "user", "content": "Alice is 30."}]
     assert reference.forced_with == [server.chats[0]["messages"]]  # fed the prompt the server read, not the hinted one
     assert backend._learner is not None and backend._learner.samples == 1 and backend._learner.other_prompt is None
 
     other = Recorder(answer, count=9)  # a reference whose chat template makes another prompt
-    backend = sync_backend(server, reference=other, dtype="bfloat16")
+    backend = sync_backend(server, reference=other, margins=models.Margins(dtype_label="bfloat16"))
     Stabilizer(backend, schema=Person).run("Alice is 30.")
     assert other.forced_with == [] and backend._learner is not None and backend._learner.other_prompt == (5, 9)
     assert "the reference reads another prompt than the server (5 prompt tokens there, 9 here)" in backend.describe()["gate"]
@@ -151,3 +151,20 @@ def test_the_local_backend_decodes_a_servers_json_layout(local_model, layout):
     completion = local_model.generate(request, whitespace=layout, engine="xgrammar")
     assert completion.meta["engine"] == "xgrammar"
     assert free_whitespace(completion.text) == (layout == "free"), completion.text  # this model writes whitespace where it may
+
+
+def test_the_exchange_hands_the_backend_its_token_steps_as_a_typed_field_that_never_leaves_the_backend():
+    from accord._types import TokenSteps
+    from accord.backends.openai import _drivers as drivers
+
+    answer = '{"name":"Alice","age":30}'
+    server = Server(lambda body: chat('{"probe":1}') if is_probe(body) else chat(answer, logprobs=logprobs('{"name":"', "Alice", '","age":30}')))
+    reference = Recorder(answer)
+    backend = sync_backend(server, reference=reference, structured=False)
+    ask = Request("Alice is 30.", "Alice is 30.", Schema.of(Person), Settings())
+    raw = drivers.drive(backend._exchange(ask, backend.servers[0]))  # the exchange alone: what it hands the backend
+    assert isinstance(raw.steps, TokenSteps) and raw.steps.messages == [{"role": "user", "content": "Alice is 30."}]
+    assert [token for token, _ in raw.steps.steps] == ['{"name":"', "Alice", '","age":30}'] and raw.steps.prompt_tokens == 5
+    assert "token_steps" not in raw.meta and "steps" not in repr(raw)  # never in meta, never shown
+    completion = backend.generate(ask)  # through the backend: compared with the reference, then taken off
+    assert completion.steps is None and "token_steps" not in completion.meta and reference.forced_with

@@ -52,7 +52,7 @@ class Counter:
 
 def stab(fn: Any, schema: Any = Literal["positive", "negative"], ledger: Ledger | None = None, fingerprint: str = "model-a",
          **options: Any) -> Stabilizer[Any]:
-    return Stabilizer(models.function(fn, fingerprint=fingerprint), schema, ledger=ledger, **options)
+    return Stabilizer(models.function(fn, name=fingerprint), schema, ledger=ledger, **options)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

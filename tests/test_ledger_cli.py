@@ -25,11 +25,11 @@ def filled(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[st
 def fill(path: str) -> dict[str, str]:
     """Two accepted keys (one refreshed) and one failed run; the keys of the accepted ones."""
     with Ledger(path) as ledger:
-        good = Stabilizer(models.function(lambda p: "positive", fingerprint="m"), str, ledger=ledger)
+        good = Stabilizer(models.function(lambda p: "positive", name="m"), str, ledger=ledger)
         good.run("first")
         good.run("second")
         good.run("second", refresh=True)
-        bad = Stabilizer(models.function(lambda p: "???", fingerprint="m"), int, ledger=ledger, vote=Vote(k=1))
+        bad = Stabilizer(models.function(lambda p: "???", name="m"), int, ledger=ledger, vote=Vote(k=1))
         with pytest.raises(InvalidOutput):
             bad.run("third")
         return {p: ledger.key(good, p) for p in ("first", "second")}

@@ -23,7 +23,7 @@ REVIEW = '{"stars": 4, "sentiment": "positive"}'
 
 
 def decided(schema: Any, *texts: str, **options: Any) -> Result[Any]:
-    return Stabilizer(models.scripted(list(texts), fingerprint="m"), schema, **options).run("q")
+    return Stabilizer(models.scripted(list(texts), name="m"), schema, **options).run("q")
 
 
 def answer_of(run: EncodedRun, *, run_id: int = 7, created: float = 1700000000.5) -> Answer:

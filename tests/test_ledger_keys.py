@@ -19,7 +19,7 @@ Sentiment = Literal["positive", "negative"]
 
 
 def stab(fingerprint: str = "m", schema: Any = Sentiment, **options: Any) -> Stabilizer[Any]:
-    return Stabilizer(models.function(lambda p: "positive", fingerprint=fingerprint), schema, **options)
+    return Stabilizer(models.function(lambda p: "positive", name=fingerprint), schema, **options)
 
 
 def test_an_entry_hashes_the_canonical_material_and_stores_the_context_apart() -> None:

@@ -54,7 +54,7 @@ def dbname(dsn: str) -> str:
 
 
 def stab(ledger: Ledger, answer: str = "positive", **options: Any) -> Stabilizer[Any]:
-    return Stabilizer(models.function(lambda p: answer, fingerprint="m"), str, ledger=ledger, **options)
+    return Stabilizer(models.function(lambda p: answer, name="m"), str, ledger=ledger, **options)
 
 
 def shown(error: BaseException | None) -> str:
@@ -185,7 +185,7 @@ def test_the_password_never_shows_in_a_repr_a_log_an_error_or_a_result(server: A
         seen += [repr(ledger), str(ledger.where), repr(ledger._store), str(vars(ledger))]
         ok = stab(ledger).run("q")  # the write is refused: reported in the Result
         seen.append(json.dumps(ok.to_dict(), default=str))
-        counting = Stabilizer(models.function(lambda p: "nonsense", fingerprint="m"), int, ledger=ledger,
+        counting = Stabilizer(models.function(lambda p: "nonsense", name="m"), int, ledger=ledger,
                               vote=Vote(k=1), retry=Retry(attempts=1))  # fmt: skip
         with pytest.raises(accord.InvalidOutput) as raised:
             counting.run("n")
@@ -224,16 +224,16 @@ def test_the_server_down_mid_run_returns_the_answer_reports_the_write_and_reconn
 
     with caplog.at_level(logging.WARNING, logger="accord"):
         try:
-            result = Stabilizer(models.function(model, fingerprint="m"), str, ledger=ledger).run("q")
+            result = Stabilizer(models.function(model, name="m"), str, ledger=ledger).run("q")
         finally:
             server.start()
     assert result.value == "positive" and result.stable
     assert result.meta["ledger_error"]["type"] == "LedgerError"
     assert "cannot connect" in result.meta["ledger_error"]["message"]
     assert "not recorded" in caplog.text
-    again = Stabilizer(models.function(model, fingerprint="m"), str, ledger=ledger).run("q")
+    again = Stabilizer(models.function(model, name="m"), str, ledger=ledger).run("q")
     assert "ledger_error" not in again.meta and not again.replayed, "reconnected; the lost run was never stored"
-    assert Stabilizer(models.function(model, fingerprint="m"), str, ledger=ledger).run("q").replayed
+    assert Stabilizer(models.function(model, name="m"), str, ledger=ledger).run("q").replayed
     outcomes = [r["outcome"] for r in ledger.runs()]
     assert outcomes == ["accepted", "interrupted"], "the run opened before the outage stays as history"
     ledger.close()

@@ -40,7 +40,7 @@ def model(prompt, request=None):
     return f'{cfg["label"]}:{request.prompt}'
 
 ledger = Ledger(cfg["ledger"], lease=cfg.get("lease", 30.0), timeout=cfg.get("timeout", 5.0))
-stab = Stabilizer(models.function(model, fingerprint=cfg.get("fingerprint", "worker-model")), str,
+stab = Stabilizer(models.function(model, name=cfg.get("fingerprint", "worker-model")), str,
                   vote=Vote(k=3), ledger=ledger)
 if "barrier" in cfg:  # start together: every worker waits until all have written their ready file
     Path(cfg["barrier"], cfg["label"]).touch()
@@ -280,7 +280,7 @@ def test_a_ledger_opened_before_a_fork_works_in_parent_and_child(tmp_path: Path)
 
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     assert isinstance(ledger._store, SQLiteStore)
-    stab = Stabilizer(models.function(lambda p: "yes", fingerprint="m"), str, ledger=ledger)
+    stab = Stabilizer(models.function(lambda p: "yes", name="m"), str, ledger=ledger)
     stab.run("before")
     inherited = ledger._store._conn
     pid = os.fork()
@@ -300,7 +300,7 @@ def test_a_postgres_ledger_opened_before_a_fork_works_in_parent_and_child(postgr
     from accord import Stabilizer, models
 
     ledger = Ledger(postgres_server.create_database())
-    stab = Stabilizer(models.function(lambda p: "yes", fingerprint="m"), str, ledger=ledger)
+    stab = Stabilizer(models.function(lambda p: "yes", name="m"), str, ledger=ledger)
     stab.run("before")
     pid = os.fork()  # the connection is closed before the fork: parent and child each open their own
     if pid == 0:

@@ -70,8 +70,9 @@ def ask(model: Backend, prompt: str, schema: Any, **settings: Any) -> accord.Com
 
 def sibling(local_model: Any, **options: Any) -> TransformersBackend:
     """Another backend over the session's loaded model (another engine chain, no reload)."""
-    return TransformersBackend(local_model.model, local_model.tokenizer, model_id=local_model.model_id,
-                               fingerprint=local_model.fingerprint, **options)
+    backend = TransformersBackend(local_model.model, local_model.tokenizer, name=local_model.fingerprint, **options)
+    backend.model_id = local_model.model_id  # the same label, as models.local sets it
+    return backend
 
 
 def test_extracts_a_validated_nested_model(local_model: Any) -> None:

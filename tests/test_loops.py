@@ -253,7 +253,7 @@ def http(fake: Any, **options: Any) -> Any:
     """The OpenAI backend on the session's fake upstream, with the key the proxy's tests expect it to see."""
     from serving import UPSTREAM_KEY
 
-    return models.openai(base_url=fake.url, api_key=UPSTREAM_KEY, model="fake-model", structured=False, logprobs=False,
+    return models.openai(base_url=fake.url, api_key=UPSTREAM_KEY, model="fake-model", structured=False, margins=models.Margins(logprobs=False),
                          capabilities=Capabilities(), **options)  # fmt: skip
 
 

@@ -301,7 +301,7 @@ def token(text: str, *tops: float) -> dict[str, Any]:
 def test_logprobs_become_per_token_margins_and_a_score():
     logprobs = {"content": [token("{", -0.01, -5.01), token("x", -0.2, -1.7), token("}", 0.0, -9999.0)]}
     server = Server(lambda body: chat(logprobs=logprobs))
-    completion = sync_backend(server, structured=False, logprobs=True, top_logprobs=3).generate(request())
+    completion = sync_backend(server, structured=False, margins=models.Margins(top_logprobs=3)).generate(request())
     assert server.bodies[0]["logprobs"] is True and server.bodies[0]["top_logprobs"] == 3
     assert completion.margins == pytest.approx((5.0, 1.5, 9999.0))
     assert completion.score == pytest.approx(-0.07)
@@ -319,7 +319,7 @@ def test_margins_of_edge_cases():
 def test_logprob_margins_reach_the_ballot_and_the_gate():
     logprobs = {"content": [token("a", -0.01, -4.0), token("b", -0.05, -3.0)]}
     server = Server(lambda body: chat(logprobs=logprobs))
-    backend = sync_backend(server, structured=False, logprobs=True, noise_floor=0.5)
+    backend = sync_backend(server, structured=False, margins=models.Margins(noise_floor=0.5))
     assert backend.gives_margins
     result = Stabilizer(backend, schema=Person, vote=Vote(k=5, gate=accord.MarginGate())).run("Alice is 30.")
     assert result.stopped_because == "gate" and result.calls == 1
@@ -328,7 +328,7 @@ def test_logprob_margins_reach_the_ballot_and_the_gate():
 
 def test_a_server_that_drops_logprobs_is_remembered():
     server = Server()
-    backend = sync_backend(server, structured=False, logprobs=True, noise_floor=0.5)
+    backend = sync_backend(server, structured=False, margins=models.Margins(noise_floor=0.5))
     completion = backend.generate(request())
     assert completion.margins is None and not backend.gives_margins
     backend.generate(request())
@@ -398,7 +398,7 @@ def test_bad_configuration_is_a_config_error():
     with pytest.raises(accord.ConfigError):
         models.openai(openai.OpenAI(api_key="x"), base_url="http://a/v1")
     with pytest.raises(accord.ConfigError):
-        models.openai(base_url="http://a/v1", top_logprobs=1)
+        models.openai(base_url="http://a/v1", margins=models.Margins(top_logprobs=1))
     with pytest.raises(accord.ConfigError):
         models.openai(base_url=[])
     with pytest.raises(accord.ConfigError):

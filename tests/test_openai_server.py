@@ -70,7 +70,7 @@ def test_the_server_refuses_top_k_and_it_is_dropped(openai_server):
 
 
 def test_logprobs_the_server_ignores_leave_no_margins(openai_server):
-    model = backend(openai_server, structured=False, logprobs=True, noise_floor=0.1)
+    model = backend(openai_server, structured=False, margins=models.Margins(noise_floor=0.1))
     request = Request("Say hi.", "Say hi.", Schema.of(str), Settings(max_tokens=4))
     assert model.gives_margins
     completion = model.generate(request)

@@ -78,7 +78,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_a_floor_is_stored_per_server_model_and_dtype_and_found_by_the_backend(cache):
-    backend = mock_backend(lambda body: chat("x"), dtype="bfloat16")
+    backend = mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="bfloat16"))
     assert backend.noise() is None and not backend.gives_margins  # nobody measured this server: the gate stands aside
     server = backend.servers[0].shown
     calibration.store(server, "m", "bfloat16", {"floor": 0.5})
@@ -86,21 +86,21 @@ def test_a_floor_is_stored_per_server_model_and_dtype_and_found_by_the_backend(c
     calibration.store(server, "other-model", "bfloat16", {"floor": 9.0})
     assert (cache / "http_noise_floors.json").exists()
     assert backend.noise().floor == 0.5 and backend.gives_margins
-    assert mock_backend(lambda body: chat("x"), dtype="float32").noise().floor == 0.0
+    assert mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="float32")).noise().floor == 0.0
     assert mock_backend(lambda body: chat("x")).noise().floor == 0.5  # no dtype: the largest for the server and model
-    assert mock_backend(lambda body: chat("x"), dtype="float16").noise() is None
-    assert mock_backend(lambda body: chat("x"), noise_floor=0.25).noise().floor == 0.25  # a floor given wins
+    assert mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="float16")).noise() is None
+    assert mock_backend(lambda body: chat("x"), margins=models.Margins(noise_floor=0.25)).noise().floor == 0.25  # a floor given wins
     assert backend.describe()["noise_floor"] == 0.5 and backend.describe()["noise_floor_from"] == "calibrated"
 
 
 def test_with_a_floor_the_gate_settles_a_clear_answer_in_one_call(cache):
     answer = lambda body: chat('{"name": "Alice", "age": 30}', gaps=[3.0, 1.2, 6.0])  # noqa: E731
-    backend = mock_backend(answer, dtype="bfloat16")
+    backend = mock_backend(answer, margins=models.Margins(dtype_label="bfloat16"))
     calibration.store(backend.servers[0].shown, "m", "bfloat16", {"floor": 0.5})
     result = Stabilizer(backend, schema=Person).run("Alice is 30.")
     assert result.calls == 1 and result.stopped_because == "gate"
     assert result.min_margin == pytest.approx(1.2) and result.fragile_steps == 0
-    fragile = mock_backend(lambda body: chat('{"name": "Alice", "age": 30}', gaps=[3.0, 0.25]), noise_floor=0.5, spread=False)
+    fragile = mock_backend(lambda body: chat('{"name": "Alice", "age": 30}', gaps=[3.0, 0.25]), margins=models.Margins(noise_floor=0.5), spread=False)
     result = Stabilizer(fragile, schema=Person).run("Alice is 30.")
     assert result.calls == 3 and result.stopped_because != "gate" and result.ballots[0].fragile_steps == 1
 
@@ -108,7 +108,7 @@ def test_with_a_floor_the_gate_settles_a_clear_answer_in_one_call(cache):
 def test_without_logprobs_or_a_floor_no_call_waits_for_the_gate(cache):
     answer = lambda body: chat('{"name": "Alice", "age": 30}', gaps=[3.0])  # noqa: E731
     assert Stabilizer(mock_backend(answer), schema=Person).run("Alice is 30.").calls == 3  # quorum at once
-    assert Stabilizer(mock_backend(answer, logprobs=False, noise_floor=0.5), schema=Person).run("A.").calls == 3
+    assert Stabilizer(mock_backend(answer, margins=models.Margins(logprobs=False, noise_floor=0.5)), schema=Person).run("A.").calls == 3
 
 
 def test_the_gate_change_is_the_largest_move_of_a_gap_up_to_the_fork():
@@ -229,6 +229,6 @@ def test_neighbours_differ_in_length_and_a_key_names_the_prompt():
 
 def test_gate_floor_given_to_the_gate_wins_over_the_server(cache):
     answer = lambda body: chat('{"name": "Alice", "age": 30}', gaps=[0.3])  # noqa: E731
-    backend = mock_backend(answer, noise_floor=0.5)
+    backend = mock_backend(answer, margins=models.Margins(noise_floor=0.5))
     result = Stabilizer(backend, schema=Person, vote=Vote(k=5, gate=MarginGate(floor=0.1))).run("Alice is 30.")
     assert result.calls == 1 and result.stopped_because == "gate"

@@ -99,7 +99,7 @@ def test_a_function_model_receives_the_messages() -> None:
 
 def test_system_and_examples_join_the_ledger_key_and_leave_older_keys_alone(tmp_path: Any) -> None:
     def stab(**options: Any) -> Stabilizer[Any]:
-        return Stabilizer(models.scripted([GOOD] * 9, fingerprint="m"), schema=Review, **options)
+        return Stabilizer(models.scripted([GOOD] * 9, name="m"), schema=Review, **options)
 
     with Ledger(tmp_path / "l.sqlite3") as ledger:
         plain = ledger.key(stab(), "q")

@@ -93,7 +93,7 @@ def test_the_local_gate_reads_the_decisive_steps_of_a_ticket(local_model: Any) -
 def test_the_gate_over_http_reads_the_decisive_steps_through_the_token_offsets(vllm_server: Any) -> None:
     def backend(floor: float | None = None) -> Any:
         return models.openai(base_url=vllm_server.url, model=vllm_server.model, capabilities=Capabilities(), max_tokens=160,
-                             noise_floor=floor)
+                             margins=models.Margins(noise_floor=floor))
 
     probe = backend(1.0)
     schema = Schema.of(Ticket)

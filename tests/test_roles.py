@@ -235,7 +235,7 @@ def test_a_function_model_with_a_drifting_summary_gets_an_answer_under_the_defau
     def my_llm(prompt: str) -> str:
         return ticket(f"Summary number {next(count)} of this ticket, in other words.")
 
-    result = accord.Stabilizer(accord.models.function(my_llm, fingerprint="drifting"), Ticket).run("Ticket ...")
+    result = accord.Stabilizer(accord.models.function(my_llm, name="drifting"), Ticket).run("Ticket ...")
     assert result.stable and result.carried == {"summary": 3}
 
 

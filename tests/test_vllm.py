@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 import accord
 from accord import Ledger, Request, Retry, Schema, Settings, Stabilizer, Vote, models
 from accord.backends.openai import _calibrate as calibration
-from accord.backends.openai import _referee as referee
+from accord.backends.openai import _learning as learning
 from accord.backends.openai._caps import Capabilities
 from accord.backends.openai._probe import free_whitespace
 from accord.cli import app
@@ -88,7 +88,7 @@ def test_calibrate_writes_a_floor_the_gate_uses_to_settle_a_clear_answer_in_one_
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(cache))
     stored = json.loads((cache / "http_noise_floors.json").read_text())["servers"][vllm_server.url][vllm_server.model]["bfloat16"]
     assert stored["floor"] == entry["floor"] >= 0 and stored["steps"] > 0 and stored["system_fingerprint"].startswith("vllm-")
-    model = backend(vllm_server, dtype="bfloat16")
+    model = backend(vllm_server, margins=models.Margins(dtype_label="bfloat16"))
     assert model.noise().floor == entry["floor"] and model.gives_margins
     result = Stabilizer(model, schema=YesNo).run(CLEAR)
     assert result.value == YesNo(answer=True)
@@ -172,9 +172,9 @@ def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
 
 def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teaches_the_floor(vllm_server, local_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(referee, "LEARN", 2)  # two first ballots learn the floor (8 by default)
+    monkeypatch.setattr(learning, "LEARN", 2)  # two first ballots learn the floor (8 by default)
     assert backend(vllm_server).describe()["gate"].startswith("stood aside: no noise floor")  # no reference, no floor: today's vote
-    model = backend(vllm_server, reference=local_model, dtype="bfloat16", max_tokens=24)
+    model = backend(vllm_server, reference=local_model, margins=models.Margins(dtype_label="bfloat16"), max_tokens=24)
     assert model.describe()["gate"].startswith("on: every first ballot goes to the reference while the floor is learned")
     stab = Stabilizer(model, schema=Sentiment)
     first = stab.run(MIXED)  # learning: the reference decides
@@ -211,7 +211,7 @@ def test_the_reference_writes_what_the_server_writes_on_clear_prompts_in_the_lay
     said = httpx.post(server.url.removesuffix("/v1") + "/tokenize", json={"model": server.model, "messages": messages,
                                                                           "add_generation_prompt": True}, timeout=60).json()
     assert said["tokens"] == local_model.encode(messages)["input_ids"][0].tolist()
-    model = backend(server, reference=local_model, dtype="bfloat16", max_tokens=64)  # learning the floor: the reference decides each
+    model = backend(server, reference=local_model, margins=models.Margins(dtype_label="bfloat16"), max_tokens=64)  # learning the floor: the reference decides each
     written = []
     for schema, prompt in CLEAR_PROMPTS:
         result = Stabilizer(model, schema=schema).run(prompt)

@@ -118,6 +118,18 @@ class Request:
 
 
 @dataclass(frozen=True)
+class TokenSteps:
+    """What an OpenAI exchange sent and got for one answer, handed to its backend to compare with
+    a reference (``models.openai(..., reference=...)``): the chat ``messages`` the server read,
+    per generated token the token and ``{alternative: logprob}`` (``steps``), and the prompt's
+    token count the server reported (``prompt_tokens``). Never serialized."""
+
+    messages: list[Message]
+    steps: list[tuple[str, dict[str, float]]]
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Completion:
     """What a backend returns for one Request.
 
@@ -133,6 +145,8 @@ class Completion:
     (the same three, compile times, server, perturbation, ...), JSON-serializable: kept on the
     ballot for the reader. A Completion that names one of the three only in its ``meta`` (as a
     model function could before these fields) has the field filled from there.
+    ``steps`` is what an OpenAI exchange hands its backend to learn from (:class:`TokenSteps`),
+    taken off before the Completion leaves the backend; never serialized.
     """
 
     text: str
@@ -145,6 +159,7 @@ class Completion:
     model: str | None = None
     engine: str | None = None
     system_fingerprint: str | None = None
+    steps: TokenSteps | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.meta:

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigError
 from .backends._base import Backend, Noise
 from .backends._function import FunctionBackend, function
 from .backends._scripted import ScriptedBackend, scripted
+from .backends.openai._options import DEFAULT_MARGINS, Margins
 
-__all__ = ["Backend", "FunctionBackend", "Noise", "ScriptedBackend", "function", "local", "openai", "scripted", "transformers"]
+if TYPE_CHECKING:
+    from .backends.openai._caps import Capabilities
+
+__all__ = ["Backend", "FunctionBackend", "Margins", "Noise", "ScriptedBackend", "function", "local", "openai", "scripted",
+           "transformers"]
 
 
 def local(
@@ -41,7 +46,7 @@ def local(
     from .backends.local._load import torch_dtype
 
     _known("models.local", options, TransformersBackend, taken=("model_or_path", "tokenizer", "dtype", "threads", "engine", "device",
-                                                                "model_id", "fingerprint"))
+                                                                "name", "model_id", "fingerprint"))
     torch_dtype(dtype)  # an unknown dtype: a ConfigError before the model is looked for
     return make(dtype=dtype, threads=threads, engine=engine, device=device, cache_dir=cache_dir, **options)
 
@@ -54,12 +59,33 @@ def transformers(model_or_path: Any, tokenizer: Any = None, **kwargs: Any) -> Ba
     return TransformersBackend(model_or_path, tokenizer=tokenizer, **kwargs)
 
 
-def openai(client: Any = None, **kwargs: Any) -> Backend:
-    """An OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI)."""
+def openai(
+    client: Any = None,
+    *,
+    base_url: str | list[str] | tuple[str, ...] | None = None,
+    model: str | None = None,
+    max_tokens: int = 512,
+    structured: bool | str = "auto",
+    margins: Margins = DEFAULT_MARGINS,
+    spread: bool = True,
+    streamed: bool = False,
+    reference: Backend | None = None,
+    capabilities: Capabilities | None = None,
+    **client_options: Any,
+) -> Backend:
+    """An OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI).
+
+    ``client_options`` go to the ``openai`` clients: ``api_key``, ``timeout``, ``organization``,
+    ``project``, ``default_headers``, ``default_query``; any other name is a
+    :class:`~accord.ConfigError`. ``margins`` (:class:`Margins`) is how the answers' margins are
+    read; its fields were once options of their own (``logprobs=``, ``top_logprobs=``,
+    ``noise_floor=``, and ``dtype=``, now ``Margins(dtype_label=...)``): those spellings still
+    work for one release, with a DeprecationWarning.
+    """
     from .backends.openai._backend import OpenAIBackend
 
-    _known("models.openai", kwargs, OpenAIBackend, taken=("client",))
-    return OpenAIBackend(client, **kwargs)
+    return OpenAIBackend(client, base_url=base_url, model=model, max_tokens=max_tokens, structured=structured, margins=margins,
+                         spread=spread, streamed=streamed, reference=reference, capabilities=capabilities, **client_options)
 
 
 def _known(factory: str, options: dict[str, Any], cls: type, taken: tuple[str, ...]) -> None:

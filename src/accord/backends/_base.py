@@ -52,6 +52,7 @@ where the backend does not know it; it too never ``getattr``s a backend:
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,35 +60,56 @@ from typing import TYPE_CHECKING, Any
 from .._errors import AccordError, BackendError, ConfigError
 from .._threads import spawn
 from .._types import Completion, Prompt, Request, Settings
+from ._renamed import deprecated
 
 if TYPE_CHECKING:
     from ..schema._schema import Schema
 
 DEFAULT_MAX_TOKENS = 512
+UNKNOWN = "unknown"  # the fingerprint of a backend that names no model
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Noise:
     """What a backend knows of its own numeric noise, in logits (``accord calibrate`` measures it).
 
     ``floor``: the margin gate's floor; a decoding step whose margin is below it is fragile.
     ``dtype``: the deployment's compute dtype. ``floors``: the floor of each perturbation kind
-    in that dtype (``precision``: against the other precision). ``reference``: at float32, the
-    largest floor of the perturbations other than precision (what a float32 ballot must clear to
-    predict the other float32 ballots); None when not known. Only ``floor`` is needed for the
-    gate; prediction needs ``dtype`` and ``floors`` as well.
+    in that dtype (``precision``: against the other precision). ``float32_floor``: at float32,
+    the largest floor of the perturbations other than precision (what a float32 ballot must clear
+    to predict the other float32 ballots); None when not known. Only ``floor`` is needed for the
+    gate; prediction needs ``dtype`` and ``floors`` as well. ``reference=`` is ``float32_floor``'s
+    older spelling (deprecated; ``reference`` names a deployment elsewhere).
     """
 
     floor: float | None
     dtype: str | None = None
     floors: Mapping[str, float] = field(default_factory=dict)
-    reference: float | None = None
+    float32_floor: float | None = None
+
+    def __init__(self, floor: float | None, dtype: str | None = None, floors: Mapping[str, float] | None = None,
+                 float32_floor: float | None = None, *, reference: float | None = None) -> None:
+        if reference is not None:
+            deprecated("reference", "float32_floor=", "Noise", stacklevel=3)
+            if float32_floor is not None and float32_floor != reference:
+                raise ConfigError("Noise(float32_floor=..., reference=...): give one (reference= is float32_floor='s older spelling)")
+            float32_floor = reference
+        for name, value in (("floor", floor), ("dtype", dtype), ("floors", {} if floors is None else floors),
+                            ("float32_floor", float32_floor)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def reference(self) -> float | None:
+        """``float32_floor``'s older name (deprecated)."""
+        warnings.warn("Noise.reference is deprecated and goes in the next release: use Noise.float32_floor", DeprecationWarning,
+                      stacklevel=2)
+        return self.float32_floor
 
     @classmethod
-    def measured(cls, dtype: str | None, floors: Mapping[str, float], reference: float | None = None) -> Noise:
+    def measured(cls, dtype: str | None, floors: Mapping[str, float], float32_floor: float | None = None) -> Noise:
         """The noise of a deployment with measured floors: the gate's floor is the largest."""
-        return cls(max(floors.values()) if floors else None, dtype, dict(floors), reference)
+        return cls(max(floors.values()) if floors else None, dtype, dict(floors), float32_floor)
 
 
 def backend_error(exc: BaseException) -> AccordError:
@@ -109,18 +131,47 @@ class Backend:
     catches what slips through).
     """
 
-    constrains: bool = False
-    blocking: bool = True
-    one_at_a_time: bool = False
-    fingerprint: str = "unknown"
-    gives_margins: bool = False
-    perturbable: bool = False
-    default_max_tokens: int = DEFAULT_MAX_TOKENS
-    reference: Backend | None = None
-    # What the command line reads (see the module docstring): optional, None when not known.
-    dtype: str | None = None
-    tokenizer: Any = None
-    conversion_seconds: float | None = None
+    # The facts the core reads, with their defaults. A subclass gives one as a class attribute,
+    # sets it in ``__init__`` or computes it in a property; so the type checker reads each as a
+    # read-only property (a property may override it), while at run time it is a plain class
+    # attribute (an instance may set it).
+    if TYPE_CHECKING:
+
+        @property
+        def constrains(self) -> bool: ...
+        @property
+        def blocking(self) -> bool: ...
+        @property
+        def one_at_a_time(self) -> bool: ...
+        @property
+        def fingerprint(self) -> str: ...
+        @property
+        def gives_margins(self) -> bool: ...
+        @property
+        def perturbable(self) -> bool: ...
+        @property
+        def default_max_tokens(self) -> int: ...
+        @property
+        def reference(self) -> Backend | None: ...
+        @property
+        def dtype(self) -> str | None: ...
+        @property
+        def tokenizer(self) -> Any: ...
+        @property
+        def conversion_seconds(self) -> float | None: ...
+    else:
+        constrains = False
+        blocking = True
+        one_at_a_time = False
+        fingerprint = UNKNOWN
+        gives_margins = False
+        perturbable = False
+        default_max_tokens = DEFAULT_MAX_TOKENS
+        reference = None
+        # What the command line reads (see the module docstring): optional, None when not known.
+        dtype = None
+        tokenizer = None
+        conversion_seconds = None
 
     def generate(self, request: Request) -> Completion:
         raise NotImplementedError
@@ -165,7 +216,7 @@ class Backend:
         """The model's identity in ledger keys, the same in every process; a ConfigError when the
         backend names no model (its fingerprint is the default ``"unknown"``, or empty): two such
         backends would replay each other's answers."""
-        if not self.fingerprint or self.fingerprint == Backend.fingerprint:
+        if not self.fingerprint or self.fingerprint == UNKNOWN:
             raise ConfigError(
                 f"{type(self).__module__}.{type(self).__qualname__} names no model (fingerprint {self.fingerprint!r}), so a "
                 "ledger cannot tell its answers from another model's: set its fingerprint to the model's name"
@@ -184,6 +235,12 @@ class Backend:
 class Adapted(Backend):
     """A model object with ``generate`` that is not a :class:`Backend`: its surface, read once."""
 
+    fingerprint: str
+    constrains: bool
+    blocking: bool
+    gives_margins: bool
+    default_max_tokens: int
+
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         kind = type(inner)
@@ -201,11 +258,13 @@ class Adapted(Backend):
         self._describe = getattr(inner, "describe", None)
 
     def generate(self, request: Request) -> Completion:
-        return self.inner.generate(request)  # type: ignore[no-any-return]  # a user object: typed by its use
+        completion: Completion = self.inner.generate(request)  # a user object: typed by its use
+        return completion
 
     async def agenerate(self, request: Request) -> Completion:
         if callable(self._agenerate):
-            return await self._agenerate(request)  # type: ignore[no-any-return]  # a user object
+            completion: Completion = await self._agenerate(request)  # a user object
+            return completion
         return await super().agenerate(request)
 
     def constrains_for(self, schema: Schema[Any]) -> bool:

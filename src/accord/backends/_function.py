@@ -13,6 +13,7 @@ from .._errors import BackendError, ConfigError
 from .._types import Completion, Request, Usage
 from ._base import Backend, backend_error
 from ._identity import Unnamed, model_identity, readable
+from ._renamed import deprecated
 
 
 class FunctionBackend(Backend):
@@ -24,7 +25,7 @@ class FunctionBackend(Backend):
     :class:`~accord.ConfigError` here.
 
     ``name`` names the model: in ledger keys, spans (``gen_ai.request.model``) and prices
-    (``fingerprint=`` is its older spelling), and it keeps the answers a ledger holds across
+    (``fingerprint=`` is its older spelling, deprecated), and it keeps the answers a ledger holds across
     edits of fn. Without it the identity follows fn's code: ``module:qualname#digest`` of its
     code, the values it holds and the module globals it reads (see ``_identity``), so an edited
     function is another model; where none can be derived, a ledger refuses the backend
@@ -34,6 +35,8 @@ class FunctionBackend(Backend):
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> None:
         if not callable(fn):
             raise ConfigError(f"models.function needs a function fn(prompt) -> str, got {_shown(fn)}, which cannot be called")
+        if fingerprint is not None:
+            deprecated("fingerprint", "name=", "models.function")
         given = given_name(name, fingerprint)
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
@@ -151,5 +154,5 @@ def _completion(out: Any, seconds: float) -> Completion:
 
 def function(fn: Callable[..., Any], *, name: str | None = None, fingerprint: str | None = None) -> FunctionBackend:
     """A backend over any function ``fn(prompt) -> str`` (sync or async); ``name`` names the model
-    (in ledger keys, spans and prices; ``fingerprint=`` is its older spelling)."""
+    (in ledger keys, spans and prices; ``fingerprint=`` is its older spelling, deprecated)."""
     return FunctionBackend(fn, name=name, fingerprint=fingerprint)

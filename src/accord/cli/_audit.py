@@ -370,5 +370,5 @@ def open_target(model: str, model_name: str | None = None, *, quick: bool = Fals
     if kind == "openai" and where:
         from .. import models
 
-        return Target(f"openai:{where} ({model_name or 'server default'})", http=models.openai(base_url=where, model=model_name or None, logprobs=True))
+        return Target(f"openai:{where} ({model_name or 'server default'})", http=models.openai(base_url=where, model=model_name or None))
     raise ConfigError(f"--model {model!r}: expected local, transformers:PATH or openai:BASE_URL")

@@ -29,6 +29,8 @@ DESCRIBED = 1.0  # seconds a description is reused: every run records one, and i
 class Upstream(Backend):
     """One model on every upstream (see the module docstring)."""
 
+    fingerprint: str
+
     def __init__(self, backends: Sequence[Backend], model: str, tag: str = "") -> None:
         if not backends:
             raise ValueError("an Upstream needs at least one backend")
@@ -56,26 +58,26 @@ class Upstream(Backend):
         return await self._next().agenerate(request)
 
     @property
-    def constrains(self) -> bool:  # type: ignore[override]  # computed from the upstreams
+    def constrains(self) -> bool:  # computed from the upstreams
         return all(b.constrains for b in self.backends)
 
     def constrains_for(self, schema: Any) -> bool:
         return all(b.constrains_for(schema) for b in self.backends)
 
     @property
-    def gives_margins(self) -> bool:  # type: ignore[override]
+    def gives_margins(self) -> bool:
         return all(b.gives_margins for b in self.backends)
 
     @property
-    def one_at_a_time(self) -> bool:  # type: ignore[override]
+    def one_at_a_time(self) -> bool:
         return any(b.one_at_a_time for b in self.backends)
 
     @property
-    def blocking(self) -> bool:  # type: ignore[override]
+    def blocking(self) -> bool:
         return any(b.blocking for b in self.backends)
 
     @property
-    def default_max_tokens(self) -> int:  # type: ignore[override]
+    def default_max_tokens(self) -> int:
         return self.backends[0].default_max_tokens
 
     def noise(self) -> Noise | None:

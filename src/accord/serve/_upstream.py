@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from .. import BackendError, models
+from ..backends.openai._options import flat_margins
 from ._backend import Upstream
 from ._client import LeanAsyncOpenAI
 from ._config import Config
@@ -124,7 +125,8 @@ class Upstreams:
         structured = self.structured if kind == "schema" else False
         made = []
         for url, client in zip(self.given, self.clients, strict=True):
-            backend = models.openai(base_url=url, api_key=self._key, model=model, structured=structured, timeout=self.timeout, **self.options)
+            backend = models.openai(base_url=url, api_key=self._key, model=model, structured=structured, timeout=self.timeout,
+                                    **flat_margins(self.options))
             _hand_over(backend, client.with_options(max_retries=0, timeout=self.timeout))
             made.append(backend)
         upstream = Upstream(made, model)

@@ -63,8 +63,8 @@ class Floors:
             return None
         floors = noise.floors
         small = {dtype: max((v for k, v in floors.items() if k in SMALL), default=0.0)}
-        if dtype != "float32" and noise.reference is not None:
-            small["float32"] = float(noise.reference)
+        if dtype != "float32" and noise.float32_floor is not None:
+            small["float32"] = float(noise.float32_floor)
         return cls(dtype, floors.get("precision"), small)
 
     def computation(self, perturbation: Any) -> Computation | None:

@@ -30,6 +30,7 @@ from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
 from ...vote._perturb import Perturbation
 from .._base import Backend, Noise
+from .._renamed import local_name
 from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
@@ -54,12 +55,16 @@ class TransformersBackend(Backend):
     ``compile_timeout``: seconds a compile may take before the next engine is tried (None: no
     limit, compile in-process). ``threads``: torch threads during a call. ``stop_loops``: end a
     constrained call once its text ends in a loop (``finish_reason="loop"``, :mod:`._loops`), not
-    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes).
+    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes). ``name``: the model's identity,
+    used as given (default: folder name and weights hash; ``fingerprint=``/``model_id=``: older, deprecated).
     """
 
     constrains = True
     gives_margins = True
     perturbable = True
+    default_max_tokens: int
+    tokenizer: Any
+    conversion_seconds: float | None = None  # set by models.local when its load converted the GGUF
 
     def __init__(
         self,
@@ -74,10 +79,12 @@ class TransformersBackend(Backend):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         stop_loops: bool = True,
         trust_remote_code: bool = False,
+        name: str | None = None,
+        condition: Perturbation | None = None,
         model_id: str | None = None,
         fingerprint: str | None = None,
-        condition: Perturbation | None = None,
     ) -> None:
+        name, label = local_name(name, fingerprint, model_id)
         self.engines = engine_chain(engine)  # fail on a bad engine name before loading anything
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
@@ -92,8 +99,8 @@ class TransformersBackend(Backend):
         self.load_seconds = time.perf_counter() - start
         self.trust_remote_code = trust_remote_code
         self.model.eval()
-        self.model_id = model_id or model_id_of(self.model, self.path)
-        self._fingerprint = fingerprint
+        self.model_id = label or model_id_of(self.model, self.path)
+        self._fingerprint = name
         self.base_config, self.ignored_defaults = greedy_defaults(self.model.generation_config)
         if self.ignored_defaults:
             log.info("%s: generation defaults set aside (greedy means greedy): %s", self.model_id, self.ignored_defaults)
@@ -110,13 +117,13 @@ class TransformersBackend(Backend):
     # -- identity ---------------------------------------------------------------------------------
 
     @property
-    def fingerprint(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: hashed on first use
+    def fingerprint(self) -> str:  # hashed on first use
         if self._fingerprint is None:
             self._fingerprint = f"{self.model_id}@sha256:{weights_hash(self.model, self.path)[:16]}"
         return self._fingerprint
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]  # a property over Backend's attribute: the loaded model's
+    def dtype(self) -> str:  # the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
     @property
@@ -221,38 +228,24 @@ class TransformersBackend(Backend):
         *, streamer: Any = None,
     ) -> Completion:
         import torch
-        from transformers import LogitsProcessorList
 
         inputs = self.encode(prompt)
         prompt_tokens = int(inputs["input_ids"].shape[1])
         max_new = settings.max_tokens or self.default_max_tokens
         config = self.generation_config(settings, max_new)
         recorder = StepRecorder(sampling=config.do_sample, ends=self.base_config.eos_token_id)
-        processors = LogitsProcessorList(([served.processor] if served else []) + [recorder])
         perturbation = perturbation if perturbation is not None else self.condition
-        seed = settings.seed if config.do_sample else None
-        with (
-            perturbed(self, perturbation, inputs) as run,  # ballot i > 0: another numeric path
-            _settings(run.model, self.base_config, self.threads, seed),
-            torch.inference_mode(),
-        ):
-            # A constrained call ends at a loop; unconstrained() writes the raw text as it comes.
-            looped = LoopStop(self.tokenizer, run.width, self.base_config.eos_token_id) if self.stop_loops and served else None
-            out = run.model.generate(
-                **run.inputs, generation_config=config, logits_processor=processors,
-                tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
-                stopping_criteria=[looped] if looped else None,
-            )
-        new = until_end(out[0, run.width:].tolist(), self.base_config.eos_token_id)
+        new, looped, dtype = self._decode(inputs, settings, config, [served.processor, recorder] if served else [recorder],
+                                          perturbation, streamer=streamer, stop_loops=self.stop_loops and served is not None)
         recorder.keep(new)
         text, finish = self._finish(new, max_new, settings.stop)
-        if looped is not None and looped.loop is not None and not (new and new[-1] in token_ids(self.base_config.eos_token_id)):
+        if looped:
             finish = LOOP  # ended for a loop (._loops), not at max_tokens
         meta: dict[str, Any] = {
             "engine": served.engine if served else None,
             "compile_seconds": round(served.compile_seconds, 6) if served else None,
             "model": self.model_id,
-            "dtype": str(run.model.dtype).removeprefix("torch."),  # this ballot's compute
+            "dtype": dtype,  # this ballot's compute
             "device": self.device,
             "threads": torch.get_num_threads() if self.threads is None else self.threads,
             "decoding": "sampling" if config.do_sample else "greedy",
@@ -274,6 +267,30 @@ class TransformersBackend(Backend):
             model=self.model_id,
             engine=served.engine if served else None,
         )
+
+    def _decode(self, inputs: Any, settings: Settings, config: Any, processors: list[Any], perturbation: Perturbation | None, *,
+                streamer: Any, stop_loops: bool) -> tuple[list[int], bool, str]:
+        """One generation under its perturbation: the new token ids, whether it was cut at a loop
+        (``stop_loops``: a constrained call ends at one), and the dtype it computed in."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        ends = self.base_config.eos_token_id
+        seed = settings.seed if config.do_sample else None
+        with (
+            perturbed(self, perturbation, inputs) as run,  # ballot i > 0: another numeric path
+            _settings(run.model, self.base_config, self.threads, seed),
+            torch.inference_mode(),
+        ):
+            looped = LoopStop(self.tokenizer, run.width, ends) if stop_loops else None
+            out = run.model.generate(
+                **run.inputs, generation_config=config, logits_processor=LogitsProcessorList(processors),
+                tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
+                stopping_criteria=[looped] if looped else None,
+            )
+        new = until_end(out[0, run.width:].tolist(), ends)
+        cut = looped is not None and looped.loop is not None and not (new and new[-1] in token_ids(ends))
+        return new, cut, str(run.model.dtype).removeprefix("torch.")
 
     def forced(self, prompt: Prompt, steps: Sequence[tuple[str, Any]]) -> list[tuple[str, dict[str, float]]]:
         """This model's logits along another deployment's tokens (``_forced``): per step, the

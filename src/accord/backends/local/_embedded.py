@@ -59,10 +59,10 @@ def local(
     folder, conversion_seconds = converted_folder(gguf, cache_dir)
     facts = json.loads((folder / MARKER).read_text())
     backend = TransformersBackend(
-        folder, dtype=dtype, device=device, engine=engine, threads=threads, model_id=MODEL_ID,
-        fingerprint=f"{MODEL_ID}-Q4_1@sha256:{facts['gguf_sha256'][:16]}", **options,
+        folder, dtype=dtype, device=device, engine=engine, threads=threads,
+        name=f"{MODEL_ID}-Q4_1@sha256:{facts['gguf_sha256'][:16]}", **options,
     )
-    backend.conversion_seconds = conversion_seconds
+    backend.model_id, backend.conversion_seconds = MODEL_ID, conversion_seconds
     log.debug("loaded %s from %s in %.2f s", MODEL_ID, folder, backend.load_seconds)
     return backend
 

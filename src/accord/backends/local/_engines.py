@@ -110,49 +110,63 @@ class LLGuidance(Engine):
 
 @cache
 def _llguidance_processor() -> type:
+    """outlines' llguidance processor; each generation starts from a copy of the compiled matcher."""
     from outlines.backends.llguidance import LLGuidanceLogitsProcessor
 
-    class Processor(LLGuidanceLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
-        """outlines' processor; each generation starts from a copy of the compiled matcher."""
+    return type("Processor", (_FromTemplate, LLGuidanceLogitsProcessor), {})
 
-        def __init__(self, matcher: Any, tokenizer: Any) -> None:
-            super().__init__("", tokenizer, TENSORS)
-            self.template = matcher
 
-        def _setup(self, batch_size: int) -> None:
-            self.ll_matchers = [self.template.deep_copy() for _ in range(batch_size)]
-            self.bitmask = new_bitmask(batch_size, self.llg_tokenizer.vocab_size)
-            self._bias_logits = self._bias_logits_torch
+class _FromTemplate:
+    """Mixed in before outlines' ``LLGuidanceLogitsProcessor`` (built at run time, as outlines is
+    imported lazily): each generation starts from a copy of the compiled matcher."""
 
-        def _bias_logits_torch(self, input_ids: Any, logits: Any) -> Any:
-            for matcher, row in zip(self.ll_matchers, self.bitmask, strict=True):
-                matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
-            return apply_bitmask(logits, self.bitmask)
+    ll_matchers: list[Any]
+    bitmask: Any
+    llg_tokenizer: Any
+    _bias_logits: Any
 
-    return Processor
+    def __init__(self, matcher: Any, tokenizer: Any) -> None:
+        outlines_init: Any = super().__init__  # LLGuidanceLogitsProcessor's
+        outlines_init("", tokenizer, TENSORS)
+        self.template = matcher
+
+    def _setup(self, batch_size: int) -> None:
+        self.ll_matchers = [self.template.deep_copy() for _ in range(batch_size)]
+        self.bitmask = new_bitmask(batch_size, self.llg_tokenizer.vocab_size)
+        self._bias_logits = self._bias_logits_torch
+
+    def _bias_logits_torch(self, input_ids: Any, logits: Any) -> Any:
+        for matcher, row in zip(self.ll_matchers, self.bitmask, strict=True):
+            matcher.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * row.element_size())
+        return apply_bitmask(logits, self.bitmask)
 
 
 @cache
 def _outlines_core_processor() -> type:
+    """outlines' outlines_core processor, with the eager mask kernel."""
     from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
 
-    class Processor(OutlinesCoreLogitsProcessor):  # type: ignore[misc, unused-ignore]  # Any when outlines is not installed
-        """outlines' processor, with the eager mask kernel."""
+    return type("Processor", (_EagerMask, OutlinesCoreLogitsProcessor), {})
 
-        def _setup(self, batch_size: int, vocab_size: int) -> None:
-            from outlines_core import Guide
 
-            self._guides = [Guide(self.index) for _ in range(batch_size)]
-            self._bitmasks = [new_bitmask(1, vocab_size) for _ in range(batch_size)]
-            self.bias_logits = self._bias_logits_torch
+class _EagerMask:
+    """Mixed in before outlines' ``OutlinesCoreLogitsProcessor``: the eager mask kernel."""
 
-        def _bias_logits_torch(self, batch_size: int, logits: Any) -> Any:
-            for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks, strict=True)):
-                guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())
-                apply_bitmask(logits[i : i + 1], mask)
-            return logits
+    index: Any
+    bias_logits: Any
 
-    return Processor
+    def _setup(self, batch_size: int, vocab_size: int) -> None:
+        from outlines_core import Guide
+
+        self._guides = [Guide(self.index) for _ in range(batch_size)]
+        self._bitmasks = [new_bitmask(1, vocab_size) for _ in range(batch_size)]
+        self.bias_logits = self._bias_logits_torch
+
+    def _bias_logits_torch(self, batch_size: int, logits: Any) -> Any:
+        for i, (guide, mask) in enumerate(zip(self._guides, self._bitmasks, strict=True)):
+            guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())
+            apply_bitmask(logits[i : i + 1], mask)
+        return logits
 
 
 def new_bitmask(rows: int, vocab_size: int) -> Any:

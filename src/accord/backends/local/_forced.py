@@ -23,7 +23,9 @@ _LOCK = threading.Lock()
 
 class Forceable(Protocol):
     model: Any
-    tokenizer: Any
+
+    @property
+    def tokenizer(self) -> Any: ...
 
     def encode(self, prompt: Any) -> dict[str, Any]: ...
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +84,15 @@ def quiet_transformers() -> Iterator[None]:
     """transformers' progress bars off while loading (accord reports its own timings)."""
     from transformers.utils import logging as hf_logging
 
+    disable: Callable[[], None] = hf_logging.disable_progress_bar  # unannotated in transformers
+    enable: Callable[[], None] = hf_logging.enable_progress_bar
     was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
+    disable()
     try:
         yield
     finally:
         if was_on:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # unannotated in transformers
+            enable()
 
 
 def torch_dtype(dtype: Any) -> Any:
@@ -123,10 +125,11 @@ def greedy_defaults(config: Any) -> tuple[Any, dict[str, Any]]:
     """(the model's generation config reduced to token ids, the settings set aside)."""
     from transformers import GenerationConfig
 
+    new_config: Callable[..., Any] = GenerationConfig  # unannotated in transformers
     if config is None:
-        return GenerationConfig(), {}  # type: ignore[no-untyped-call]  # unannotated in transformers
+        return new_config(), {}
     kept = {k: getattr(config, k, None) for k in KEPT_DEFAULTS if getattr(config, k, None) is not None}
-    base = GenerationConfig(**kept)  # type: ignore[no-untyped-call]  # unannotated in transformers
+    base = new_config(**kept)
     if base.pad_token_id is None and base.eos_token_id is not None:
         eos = base.eos_token_id
         base.pad_token_id = eos[0] if isinstance(eos, (list, tuple)) else eos

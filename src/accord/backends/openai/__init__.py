@@ -1,6 +1,10 @@
 """An OpenAI-compatible server as a backend (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI).
 
-    _backend   OpenAIBackend: its settings, what the core reads, spreading and streaming
+    _backend   OpenAIBackend: a thin adapter, what the core reads and the drivers
+    _options   what models.openai takes: Margins, the client options, the checks
+    _spread    spreading the ballots of one prompt: one at a time, with batch neighbours
+    _referee   a reference deployment, asked as the server is asked
+    _learning  the server's floor, learned against the reference
     _exchange  the exchange per ballot (no I/O): model, probe, chat completion, what is learned
     _ops       the operations an exchange yields; _drivers: the sync and async clients send them
     _probe     the one question: does the server honour response_format?

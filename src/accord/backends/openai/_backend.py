@@ -30,8 +30,9 @@ What an exchange does, per ballot:
 
 Ballots of one prompt are spread (:mod:`._spread`): one at a time, and each ballot after the
 first with batch neighbours of other lengths, so they sample the server's batch noise instead
-of sharing one batch. The margin gate's floor is the ``noise_floor`` given, else the one
-``accord calibrate --model openai:URL`` measured for (server, model, dtype) (:mod:`._calibrate`).
+of sharing one batch. The margin gate's floor is the ``noise_floor`` given (:class:`._options.Margins`),
+else the one ``accord calibrate --model openai:URL`` measured for (server, model, dtype label)
+(:mod:`._calibrate`), else, with a reference deployment, the one learned against it (:mod:`._learning`).
 
 Every failure leaves as a :class:`~accord.BackendError` (:mod:`._openai_errors`), retryable for
 timeouts, dropped connections, 429 and 5xx, with ``retry_after`` from the server. No API key or
@@ -42,11 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,19 +54,18 @@ from ..._threads import spawn
 from ..._types import Completion, Request
 from .._base import Backend, Noise
 from . import _drivers as drivers
+from . import _options as options
 from . import _spread as spreading
-from ._calibrate import stored_floor
 from ._caps import SHARED, Capabilities, Known
 from ._clients import Server, servers_from
 from ._errors import guard_logs
 from ._exchange import Exchanges, format_for
-from ._referee import STEPS, Learner, Referee, gate_said
-
-log = logging.getLogger("accord.openai")
+from ._learning import Learner, floor_for, gate_said, taught
+from ._options import DEFAULT_MARGINS, Margins
+from ._referee import Referee
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
-_STRUCTURED = {"auto": "auto", True: "on", False: "off"}
 
 
 class OpenAIBackend(Exchanges):
@@ -75,93 +73,71 @@ class OpenAIBackend(Exchanges):
 
     ``client``: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (the other twin is derived), or
     None to build both from ``base_url`` (a URL or a list of URLs, round-robin; default
-    ``OPENAI_BASE_URL`` or OpenAI) and ``api_key`` (default ``OPENAI_API_KEY``; local servers need
-    none). ``model``: the model name; None asks the server (one that serves exactly one model).
-    ``timeout``: seconds per HTTP call (or an ``openai.Timeout``). ``max_tokens``: the default
-    output budget when the run sets none. ``structured``: "auto" (probe and remember whether the
-    server honours ``response_format``), True (trust it does), False (never send it).
-    ``logprobs``: ask for ``top_logprobs`` alternatives per token and record the top-1/top-2
-    gap as the completion's margins (default on; a server that drops or refuses them is
-    remembered). ``noise_floor``: the logprob gap below which a step counts as fragile on this
-    server; None (default) uses the floor ``accord calibrate --model openai:URL`` measured for
-    (server, model, ``dtype``), if any: with a floor the core's margin gate may accept one ballot
-    alone. ``dtype``: the server's compute dtype, to pick the calibrated floor (None: the largest
-    floor measured for the server and model). ``spread``: spread the ballots of one prompt (one
-    at a time, later ballots with batch neighbours; :mod:`._spread`). ``capabilities``: where
-    learned server facts are kept (default: process-wide). ``reference``: another accord backend
-    of the same weights (``models.local(dtype="float32")``, a float32 or batch-invariant server)
-    that decides every prompt whose first ballot has a step below the floor (:mod:`._referee`;
-    docs/determinism.md); with a local reference the floor is learned against it, no calibration
-    needed. ``streamed``: stream each answer, a loop cut as it shows (``"loop"``, :mod:`._drivers`); off: found at ``max_tokens``.
+    ``OPENAI_BASE_URL`` or OpenAI) and the client options. ``model``: the model name; None asks
+    the server (one that serves exactly one model). ``max_tokens``: the default output budget per
+    call when the run sets none. ``structured``: "auto" (probe and remember whether the server
+    honours ``response_format``), True (trust it does), False (never send it). ``margins``: how
+    the answers' margins are read (:class:`._options.Margins`: logprobs, ``top_logprobs``, the
+    ``noise_floor``, the server's ``dtype_label``). ``spread``: spread the ballots of one prompt
+    (one at a time, later ballots with batch neighbours; :mod:`._spread`). ``streamed``: stream
+    each answer, a loop cut as it shows (``"loop"``, :mod:`._drivers`); off: found at
+    ``max_tokens``. ``reference``: another accord backend of the same weights
+    (``models.local(dtype="float32")``, a float32 or batch-invariant server) that decides every
+    prompt whose first ballot has a step below the floor (:mod:`._referee`; docs/determinism.md);
+    with a local reference the floor is learned against it (:mod:`._learning`), no calibration
+    needed. ``capabilities``: where learned server facts are kept (default: process-wide).
+    ``**client_options`` go to the ``openai`` clients: ``api_key`` (default ``OPENAI_API_KEY``;
+    local servers need none), ``timeout`` (seconds per HTTP call, or an ``openai.Timeout``),
+    ``organization``, ``project``, ``default_headers``, ``default_query``.
     """
 
     blocking = True
+    default_max_tokens: int
+    dtype: str | None
 
     def __init__(
         self,
         client: Any = None,
         *,
         base_url: str | list[str] | tuple[str, ...] | None = None,
-        api_key: str | None = None,
         model: str | None = None,
-        timeout: Any = None,
         max_tokens: int = 512,
         structured: bool | str = "auto",
-        logprobs: bool = True,
-        top_logprobs: int = 2,
-        noise_floor: float | None = None,
-        dtype: str | None = None,
+        margins: Margins = DEFAULT_MARGINS,
         spread: bool = True,
-        organization: str | None = None,
-        default_headers: dict[str, str] | None = None,
+        streamed: bool = False,
+        reference: Backend | None = None,
         capabilities: Capabilities | None = None,
-        reference: Any = None, streamed: bool = False,
+        **client_options: Any,
     ) -> None:
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        if structured not in _STRUCTURED:
-            raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
-        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or not 2 <= top_logprobs <= 20:
-            raise ConfigError(f"top_logprobs must be an int from 2 to 20, got {top_logprobs!r}")
-        if noise_floor is not None and (isinstance(noise_floor, bool) or not noise_floor >= 0):
-            raise ConfigError(f"noise_floor must be >= 0 or None, got {noise_floor!r}")
-        if dtype is not None and (not isinstance(dtype, str) or not dtype):
-            raise ConfigError(f"dtype must be a non-empty string or None, got {dtype!r}")
-        self.model = model
-        self.default_max_tokens = max_tokens
-        self.structured = _STRUCTURED[structured]
-        self.logprobs = bool(logprobs)
-        self.top_logprobs = top_logprobs
-        self.noise_floor = noise_floor
-        self.dtype = dtype
-        if not isinstance(streamed, bool):
-            raise ConfigError(f"streamed must be True or False, got {streamed!r}")
+        margins = options.margins_from(margins, client_options)  # the older logprobs=, noise_floor=, dtype=, ...
+        options.checked(model, max_tokens, structured, streamed)
+        passed = options.client_options(client_options)
+        self.model, self.default_max_tokens, self.structured = model, max_tokens, options.STRUCTURED[structured]
+        self.margins, self.logprobs, self.top_logprobs = margins, margins.logprobs, margins.top_logprobs
+        self.noise_floor, self.dtype = margins.noise_floor, margins.dtype_label
         self.spread, self.streamed = bool(spread), streamed
         self.capabilities = capabilities if capabilities is not None else SHARED
         if reference is not None and not isinstance(reference, Backend):
             raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")
         self._referee = Referee(reference, self) if reference is not None else None
-        self._learner = Learner(reference, dtype) if reference is not None else None
-        extra = {k: v for k, v in (("organization", organization), ("default_headers", default_headers)) if v is not None}
-        self.servers, self._secrets = servers_from(client, base_url, api_key, _timeout(timeout, client), extra)
+        self._learner = Learner(reference, margins.dtype_label) if reference is not None else None
+        timeout = _timeout(passed.pop("timeout", None), client)
+        self.servers, self._secrets = servers_from(client, base_url, passed.pop("api_key", None), timeout, passed)
         guard_logs(self._secrets)
         self._models: dict[str, str] = {}
         self._turn = 0
-        self._neighbour_turn = 0
-        self._in_flight = 0
         self._lock = threading.Lock()
-        self._turns = spreading.Turns()
+        self._spreader = spreading.Spreader()
 
     # -- what the core reads ---------------------------------------------------------------------
 
     @property
-    def one_at_a_time(self) -> bool:  # type: ignore[override]  # spreading: one ballot of a prompt at a time
+    def one_at_a_time(self) -> bool:  # spreading: one ballot of a prompt at a time
         return self.spread
 
     @property
-    def constrains(self) -> bool:  # type: ignore[override]  # computed from what the servers are known to do
+    def constrains(self) -> bool:  # computed from what the servers are known to do
         """True when every server is known to honour ``response_format`` (or ``structured=True``).
 
         Read by the core at the start of each run: when False, the schema goes in the prompt.
@@ -177,14 +153,14 @@ class OpenAIBackend(Exchanges):
         return self.constrains and format_for(schema)[0] is not None
 
     @property
-    def gives_margins(self) -> bool:  # type: ignore[override]  # computed: logprobs, a floor, servers that return them
+    def gives_margins(self) -> bool:  # computed: logprobs, a floor, servers that return them
         """True when logprobs are asked for, no server is known to drop them, and a floor is known."""
         if not self.logprobs or self.noise() is None:
             return False
         return all(known is None or known.logprobs not in ("ignored", "rejected") for known in self._known_all())
 
     @property
-    def reference(self) -> Backend | None:  # type: ignore[override]  # the reference, asked in this server's format
+    def reference(self) -> Backend | None:  # the reference, asked in this server's format
         """The reference deployment, as this server's format asks it (:class:`._referee.Referee`)."""
         return self._referee
 
@@ -197,20 +173,15 @@ class OpenAIBackend(Exchanges):
             return Noise(float(self.noise_floor), self.dtype)
         floors = []
         for server in self.servers:
-            model = self.model or self._models.get(server.shown)
-            floor = self._floor(server.shown, model) if model else None
+            model = self._model_of(server)
+            floor = floor_for(self._learner, server.shown, model, self.dtype) if model else None
             if floor is None:
                 return Noise(math.inf, self.dtype) if self._referee is not None else None
             floors.append(floor)
         return Noise(max(floors), self.dtype)
 
-    def _floor(self, server: str, model: str) -> float | None:
-        if self._learner is not None and self._learner.can_learn:
-            return self._learner.learned(server, model)
-        return stored_floor(server, model, self.dtype)
-
     @property
-    def fingerprint(self) -> str:  # type: ignore[override]  # computed from the model and the servers
+    def fingerprint(self) -> str:  # computed from the model and the servers
         """The logical identity (ledger key): model and servers. Without ``model=`` it reads
         ``server-default``, the same before and after the server was asked for its model."""
         return f"openai:{self.model or 'server-default'}@{'|'.join(s.shown for s in self.servers)}"
@@ -218,7 +189,7 @@ class OpenAIBackend(Exchanges):
     def describe(self) -> dict[str, object]:
         servers = []
         for server in self.servers:
-            model = self.model or self._models.get(server.shown)
+            model = self._model_of(server)
             known = self.capabilities.get((server.shown, model)).to_dict() if model else None
             servers.append({"url": server.shown, "model": model, "capabilities": known})
         noise = self.noise()
@@ -236,60 +207,53 @@ class OpenAIBackend(Exchanges):
             **({"reference": self._referee.describe()} if self._referee is not None else {}),
         }
 
+    def _model_of(self, server: Server) -> str | None:
+        """The model asked for, or the one the server said it serves (None: not asked yet)."""
+        return self.model or self._models.get(server.shown)
+
     def _known_all(self) -> list[Known | None]:
         found: list[Known | None] = []
         for server in self.servers:
-            model = self.model or self._models.get(server.shown)
+            model = self._model_of(server)
             found.append(self.capabilities.get((server.shown, model)) if model else None)
         return found
 
-    # -- the two drivers -------------------------------------------------------------------------
+    # -- the drivers: spread (._spread), then the exchange (._exchange), then the learner (._learning)
 
     def generate(self, request: Request) -> Completion:
         if not self.spread:
             return self._drive(request, self._next_server())
-        with self._turns.hold(spreading.prompt_key(request)), self._flying():  # one ballot of a prompt at a time
+        with self._spreader.hold(request):  # one ballot of a prompt at a time
             server = self._next_server()
-            neighbours = self._neighbour_params(request, server)
+            neighbours = self._neighbours(request, server)
             with spreading.beside(server.fresh_async_client, neighbours):
-                return self._noted(self._drive(request, server), len(neighbours))
+                return spreading.noted(self._drive(request, server), len(neighbours))
 
     async def agenerate(self, request: Request) -> Completion:
         if not self.spread:
             return await self._adrive(request, self._next_server())
-        async with self._turns.ahold(spreading.prompt_key(request)):
-            with self._flying():
-                return await self._aspread(request)
+        async with self._spreader.ahold(request):
+            server = self._next_server()
+            neighbours = self._neighbours(request, server)
+            async with spreading.abeside(server.async_client(), neighbours):
+                return spreading.noted(await self._adrive(request, server), len(neighbours))
 
-    async def _aspread(self, request: Request) -> Completion:
-        server = self._next_server()
-        neighbours = self._neighbour_params(request, server)
-        async with spreading.abeside(server.async_client(), neighbours):
-            return self._noted(await self._adrive(request, server), len(neighbours))
+    def _neighbours(self, request: Request, server: Server) -> list[dict[str, Any]]:
+        max_tokens = request.settings.max_tokens or self.default_max_tokens
+        return self._spreader.neighbours_for(request.ballot, self._model_of(server), max_tokens)
 
     def _drive(self, request: Request, server: Server) -> Completion:
         return self._taught(request, server, drivers.drive(self._exchange(request, server), streamed=self.streamed))
 
     async def _adrive(self, request: Request, server: Server) -> Completion:
         completion = await drivers.adrive(self._exchange(request, server), streamed=self.streamed)
-        if STEPS not in completion.meta:
+        if completion.steps is None:
             return completion
         return await asyncio.wrap_future(spawn(self._taught, request, server, completion))
 
     def _taught(self, request: Request, server: Server, completion: Completion) -> Completion:
-        """A first ballot the learner asked to compare (:mod:`._referee`): compared with the
-        reference's logits on its tokens; its tokens are not kept."""
-        if STEPS not in completion.meta:
-            return completion
-        meta = dict(completion.meta)
-        steps = meta.pop(STEPS)
-        model = self.model or self._models.get(server.shown)
-        if self._learner is not None and model:
-            try:
-                self._learner.observe(request, steps, server.shown, model)
-            except Exception:
-                log.exception("learning the floor against the reference failed")
-        return replace(completion, meta=meta)
+        """A first ballot the learner asked to compare, compared (:func:`._learning.taught`)."""
+        return taught(self._learner, request, server.shown, self._model_of(server), completion)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, with the answer's chat completion streamed (``stream=True``): its
@@ -302,7 +266,7 @@ class OpenAIBackend(Exchanges):
         server = self._next_server()
         async with contextlib.aclosing(drivers.astream(self._exchange(request, server))) as parts:
             async for part in parts:
-                if isinstance(part, Completion) and STEPS in part.meta:
+                if isinstance(part, Completion) and part.steps is not None:
                     yield await asyncio.wrap_future(spawn(self._taught, request, server, part))
                 else:
                     yield part
@@ -311,7 +275,7 @@ class OpenAIBackend(Exchanges):
         """``openai`` (the API spoken), the model asked for (or the one discovered), the server."""
         server = self.servers[0]
         attrs: dict[str, str | int] = {"gen_ai.provider.name": "openai"}
-        model = self.model or self._models.get(server.shown)
+        model = self._model_of(server)
         if model:
             attrs["gen_ai.request.model"] = model
         if len(self.servers) == 1:
@@ -322,44 +286,16 @@ class OpenAIBackend(Exchanges):
                 attrs["server.port"] = url.port
         return attrs
 
-    # -- spreading ballots (._spread) -------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _flying(self) -> Iterator[None]:
-        """Count this backend's ballots in flight (their company is batch neighbours already)."""
-        with self._lock:
-            self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-
-    def _neighbour_params(self, request: Request, server: Server) -> list[dict[str, Any]]:
-        """The batch neighbours that go beside this ballot: ``neighbours(ballot)``, less the other
-        ballots of this backend in flight (none for ballot 0, or before the model is known)."""
-        model = self.model or self._models.get(server.shown)
-        with self._lock:
-            others = self._in_flight - 1
-        count = max(0, spreading.neighbours(request.ballot) - others) if model else 0
-        if not count or model is None:
-            return []
-        max_tokens = request.settings.max_tokens or self.default_max_tokens
-        with self._lock:
-            first, self._neighbour_turn = self._neighbour_turn, self._neighbour_turn + count
-        return [spreading.neighbour_params(model, first + i, max_tokens) for i in range(count)]
+    # -- a busy server, for ``accord audit --concurrency`` (._spread) ------------------------------
 
     async def agenerate_beside(self, request: Request, neighbours: int) -> Completion:
         """One call with ``neighbours`` batch neighbours of other lengths in flight beside it: the
         request as a busy server computes it (``accord audit --concurrency``)."""
         server = self._next_server()
         model = self.model or await self._amodel(server)
-        max_tokens = request.settings.max_tokens or self.default_max_tokens
-        with self._lock:
-            first, self._neighbour_turn = self._neighbour_turn, self._neighbour_turn + neighbours
-        params = [spreading.neighbour_params(model, first + i, max_tokens) for i in range(neighbours)]
+        params = self._spreader.numbered(model, neighbours, request.settings.max_tokens or self.default_max_tokens)
         async with spreading.abeside(server.async_client(), params):
-            return self._noted(await self._adrive(request, server), neighbours)
+            return spreading.noted(await self._adrive(request, server), neighbours)
 
     def traffic(self, count: int, max_tokens: int = 64) -> Any:
         """``async with backend.traffic(n):`` n requests of other lengths always in flight on the
@@ -377,10 +313,6 @@ class OpenAIBackend(Exchanges):
 
     async def _amodel(self, server: Server) -> str:
         return await drivers.adrive(self._discover(server))
-
-    @staticmethod
-    def _noted(completion: Completion, neighbours: int) -> Completion:
-        return replace(completion, meta={**completion.meta, "neighbours": neighbours}) if neighbours else completion
 
     def close(self) -> None:
         """Close the sync clients accord built (async ones close with their event loop)."""

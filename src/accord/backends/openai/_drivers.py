@@ -27,7 +27,8 @@ def drive(flow: Generator[Op, Any, T], *, streamed: bool = False) -> T:
         try:
             op = flow.send(reply)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            value: T = done.value
+            return value
         try:
             if streamed and isinstance(op, Chat) and op.answer:
                 chunks = Chunks()
@@ -46,7 +47,8 @@ async def adrive(flow: Generator[Op, Any, T], *, streamed: bool = False) -> T:
         try:
             op = flow.send(reply)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            value: T = done.value
+            return value
         try:
             if streamed and isinstance(op, Chat) and op.answer:
                 chunks = Chunks()

@@ -18,16 +18,16 @@ from dataclasses import replace
 from typing import Any
 
 from ..._errors import BackendError, ConfigError
-from ..._types import Request, Usage
+from ..._types import Request, TokenSteps, Usage
 from .._base import Backend
 from . import _wire as wire
 from ._calibrate import steps_of
 from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
+from ._learning import TOP, Learner
 from ._ops import Chat, Exchange, ListModels, Op
 from ._probe import free_whitespace, probe_params, probe_verdict
-from ._referee import STEPS, TOP, Learner
 
 log = logging.getLogger("accord.openai")
 
@@ -63,8 +63,7 @@ class Exchanges(Backend):
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
         claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
-        # A first ballot the floor learner compares with the reference keeps its tokens (more alternatives).
-        compared = self.logprobs and self._learner is not None and request.ballot == 0 and request.attempt == 1 and self._learner.wants()
+        compared = self._compared(request)
         top = max(self.top_logprobs, TOP) if compared else self.top_logprobs
         options = wire.Options(model, self.default_max_tokens, self.logprobs, top)
 
@@ -82,25 +81,37 @@ class Exchanges(Backend):
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         self._learn(key, params, parsed, response.choices[0])
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
-        meta["structured"] = "response_format" if "response_format" in params else "prompt"
-        if "seed" in params:
-            meta["seed"] = params["seed"]
-        rejected = self.capabilities.get(key).rejected
-        if rejected:  # what this call would have sent to a server that takes everything, less what it sent
-            wanted = wire.wire_names(wire.chat_params(request, options, Known(), structured=can_format, hint=False))
-            dropped = sorted(rejected & wanted)
-            if dropped:
-                meta["dropped"] = dropped
-        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_referee.Learner)
-            meta[STEPS] = {"messages": params["messages"], "steps": steps_of(response.choices[0]),
-                           "prompt_tokens": parsed.completion.usage.prompt_tokens}
+        meta.update(self._sent(key, params, lambda: wire.chat_params(request, options, Known(), structured=can_format, hint=False)))
+        steps = None
+        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
+            steps = TokenSteps(params["messages"], steps_of(response.choices[0]), parsed.completion.usage.prompt_tokens)
         completion = parsed.completion
         if wrapped and "response_format" in params:
             inner = wire.unwrap(completion.text)
             if inner is not None:  # else cut off or not wrapped: read as it came
                 completion = replace(completion, text=inner)
                 meta["wrapped"] = wire.WRAPPER
-        return replace(completion, usage=completion.usage + extra_usage, meta=meta)
+        return replace(completion, usage=completion.usage + extra_usage, meta=meta, steps=steps)
+
+    def _compared(self, request: Request) -> bool:
+        """Whether this ballot is a first ballot the floor learner compares with the reference: it
+        keeps its tokens, with more alternatives (:mod:`._learning`)."""
+        if not self.logprobs or self._learner is None or request.ballot != 0 or request.attempt != 1:
+            return False
+        return self._learner.wants()
+
+    def _sent(self, key: tuple[str, str], params: dict[str, Any], everything: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """What the ballot records of the call sent: how the schema went, the seed, and the
+        parameters dropped (those ``everything()``, the call to a server that takes every
+        parameter, has and this one had not)."""
+        sent: dict[str, Any] = {"structured": "response_format" if "response_format" in params else "prompt"}
+        if "seed" in params:
+            sent["seed"] = params["seed"]
+        rejected = self.capabilities.get(key).rejected
+        dropped = sorted(rejected & wire.wire_names(everything())) if rejected else []
+        if dropped:
+            sent["dropped"] = dropped
+        return sent
 
     def _ask(
         self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
@@ -155,9 +166,10 @@ class Exchanges(Backend):
         if len(reply) != 1:
             names = ", ".join(reply[:5]) or "none"
             raise ConfigError(f"{server.shown} serves {len(reply)} models ({names}); pass model=")
+        model: str = reply[0]
         with self._lock:
-            self._models[server.shown] = reply[0]
-        return reply[0]  # type: ignore[no-any-return]
+            self._models[server.shown] = model
+        return model
 
     def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed, choice: Any) -> None:
         """Passive detection: a server that sent prose for ``response_format``, or no logprobs;

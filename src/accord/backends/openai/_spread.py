@@ -31,9 +31,10 @@ import itertools
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
-from ..._types import Request
+from ..._types import Completion, Request
 
 #: Batch neighbours sent beside ballot i (i >= 1): a different count for each ballot.
 NEIGHBOURS = (0, 1, 3, 6, 2, 5, 4, 7)
@@ -101,6 +102,61 @@ class Turns:
                     del self._tasks[slot]
                 else:
                     self._tasks[slot] = (lock, users - 1)
+
+
+class Spreader:
+    """One backend's spreading: one ballot of a prompt at a time (:class:`Turns`), its ballots in
+    flight counted (they are each other's neighbours already), its neighbours numbered."""
+
+    def __init__(self) -> None:
+        self.turns = Turns()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._neighbour_turn = 0
+
+    @contextlib.contextmanager
+    def hold(self, request: Request) -> Iterator[None]:
+        """The block runs once the previous ballot of this prompt is answered, counted in flight."""
+        with self.turns.hold(prompt_key(request)), self._flying():
+            yield
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, request: Request) -> AsyncIterator[None]:
+        """The async twin of :meth:`hold`."""
+        async with self.turns.ahold(prompt_key(request)):
+            with self._flying():
+                yield
+
+    @contextlib.contextmanager
+    def _flying(self) -> Iterator[None]:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def neighbours_for(self, ballot: int, model: str | None, max_tokens: int) -> list[dict[str, Any]]:
+        """The batch neighbours that go beside this ballot: ``neighbours(ballot)``, less the other
+        ballots of this backend in flight (none for ballot 0, or before the model is known)."""
+        with self._lock:
+            others = self._in_flight - 1
+        count = max(0, neighbours(ballot) - others) if model else 0
+        if not count or model is None:
+            return []
+        return self.numbered(model, count, max_tokens)
+
+    def numbered(self, model: str, count: int, max_tokens: int) -> list[dict[str, Any]]:
+        """``count`` neighbours, each of another length than the last ones sent."""
+        with self._lock:
+            first, self._neighbour_turn = self._neighbour_turn, self._neighbour_turn + count
+        return [neighbour_params(model, first + i, max_tokens) for i in range(count)]
+
+
+def noted(completion: Completion, neighbours: int) -> Completion:
+    """The ballot's Completion, with how many neighbours went beside it (``meta["neighbours"]``)."""
+    return replace(completion, meta={**completion.meta, "neighbours": neighbours}) if neighbours else completion
 
 
 def neighbour_params(model: str, turn: int, max_tokens: int) -> dict[str, Any]:

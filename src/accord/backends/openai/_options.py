@@ -1,0 +1,111 @@
+"""What ``models.openai(...)`` takes beside the server: how margins are read (:class:`Margins`),
+the options passed through to the ``openai`` clients, and the checks on each.
+
+    Margins(logprobs=True, top_logprobs=2, noise_floor=None, dtype_label=None)
+    client_options(options)    the passthrough (api_key, timeout, organization, ...), checked
+    margins_from(margins, options, where)    the older spellings (logprobs=, top_logprobs=,
+                               noise_floor=, dtype=) folded in, each with a DeprecationWarning
+    flat_margins(options)      a config file's flat names as margins=Margins(...), no warning
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..._errors import ConfigError
+from .._renamed import deprecated
+
+#: The options passed through to ``openai.OpenAI(...)``/``openai.AsyncOpenAI(...)``.
+CLIENT_OPTIONS = ("api_key", "timeout", "organization", "project", "default_headers", "default_query")
+STRUCTURED = {"auto": "auto", True: "on", False: "off"}
+#: models.openai's older spellings of the Margins fields: old name -> field.
+_OLD_MARGINS = {"logprobs": "logprobs", "top_logprobs": "top_logprobs", "noise_floor": "noise_floor", "dtype": "dtype_label"}
+
+
+@dataclass(frozen=True)
+class Margins:
+    """How an OpenAI-compatible backend reads its answers' margins (``models.openai(margins=...)``).
+
+    ``logprobs``: ask for ``top_logprobs`` alternatives per token and record the top-1/top-2 gap
+    as each completion's margins (False: no margins; the margin gate stands aside). ``top_logprobs``:
+    how many alternatives (2 to 20). ``noise_floor``: the logprob gap below which a step counts as
+    fragile on this server; None uses the floor ``accord calibrate --model openai:URL`` measured
+    (with a floor the margin gate may accept one ballot alone). ``dtype_label``: the dtype the
+    server computes in, as a label only (nothing is loaded: it picks the calibrated floor measured
+    for that dtype; None: the largest floor measured for the server and model).
+    """
+
+    logprobs: bool = True
+    top_logprobs: int = 2
+    noise_floor: float | None = None
+    dtype_label: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.logprobs, bool):
+            raise ConfigError(f"Margins(logprobs=...) must be True or False, got {self.logprobs!r}")
+        top = self.top_logprobs
+        if isinstance(top, bool) or not isinstance(top, int) or not 2 <= top <= 20:
+            raise ConfigError(f"top_logprobs must be an int from 2 to 20, got {top!r}")
+        floor = self.noise_floor
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor >= 0):
+            raise ConfigError(f"noise_floor must be >= 0 or None, got {floor!r}")
+        label = self.dtype_label
+        if label is not None and (not isinstance(label, str) or not label):
+            raise ConfigError(f"dtype_label must be a non-empty string or None, got {label!r}")
+
+
+def margins_from(margins: Margins, options: dict[str, Any], where: str = "models.openai") -> Margins:
+    """``margins``, with the older spellings popped from ``options`` folded in (each warned)."""
+    if not isinstance(margins, Margins):
+        raise ConfigError(f"margins must be an accord.models.Margins, got {type(margins).__name__}")
+    old = {name: options.pop(name) for name in _OLD_MARGINS if name in options}
+    if not old:
+        return margins
+    for name in old:
+        deprecated(name, f"margins=accord.models.Margins({_OLD_MARGINS[name]}=...)", where, stacklevel=5)
+    if margins != Margins():
+        raise ConfigError(f"{where}: give margins= or its older spellings ({', '.join(sorted(old))}), not both")
+    folded: Margins = flat_margins(old)["margins"]
+    return folded
+
+
+def flat_margins(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with the Margins fields written flat (``logprobs``, ``top_logprobs``,
+    ``noise_floor``, ``dtype``: a config file's ``[backend]`` table, ``accord serve``'s) as one
+    ``margins=Margins(...)``, without a warning: that vocabulary is the config file's own."""
+    found = {field: options[name] for name, field in _OLD_MARGINS.items() if name in options}
+    if not found:
+        return dict(options)
+    rest = {k: v for k, v in options.items() if k not in _OLD_MARGINS}
+    return {**rest, "margins": Margins(bool(found.get("logprobs", True)), found.get("top_logprobs", 2), found.get("noise_floor"),
+                                       found.get("dtype_label"))}
+
+
+def client_options(options: dict[str, Any], where: str = "models.openai") -> dict[str, Any]:
+    """The passthrough to the ``openai`` clients, checked: a ConfigError names any other option."""
+    unknown = sorted(set(options) - set(CLIENT_OPTIONS))
+    if unknown:
+        raise ConfigError(f"{where}() got unknown options {unknown}; the options passed to the openai client are: "
+                          f"{', '.join(CLIENT_OPTIONS)}")
+    for name in ("api_key", "organization", "project"):
+        value = options.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string or None, got {type(value).__name__}")
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def checked(model: Any, max_tokens: Any, structured: Any, streamed: Any) -> None:
+    """A ConfigError for a model name, output budget, ``structured`` or ``streamed`` it cannot take."""
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if structured not in STRUCTURED:
+        raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
+    if not isinstance(streamed, bool):
+        raise ConfigError(f"streamed must be True or False, got {streamed!r}")
+
+
+DEFAULT_MARGINS = Margins()
