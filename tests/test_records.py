@@ -38,9 +38,6 @@ ALLOWED_READS = {
     "ledger/_codec.py": "typed records from the meta a stored run holds",
     "_types.py": "a user's Completion(meta={'model': ...}), read once where it is built",
 }
-# KNOWN EXCEPTION, for the lead to delete at merge: the exchange's token-steps channel
-# (Completion.meta[STEPS]) in backends/openai, which the backends session replaces by a typed field.
-KNOWN_EXCEPTIONS = {"backends/openai/_backend.py", "backends/openai/_exchange.py"}
 
 
 def _is_meta(node: ast.AST) -> bool:
@@ -66,7 +63,7 @@ def test_no_meta_dict_carries_data_between_accords_layers() -> None:
     found = []
     for path in sorted(SRC.rglob("*.py")):
         name = path.relative_to(SRC).as_posix()
-        if name in ALLOWED_READS or name in KNOWN_EXCEPTIONS or name == "schema/_metaschema.py":  # JSON Schema's "meta", not ours
+        if name in ALLOWED_READS or name == "schema/_metaschema.py":  # JSON Schema's "meta", not ours
             continue
         found += [f"{name}:{line}" for line in _meta_reads(ast.parse(path.read_text(encoding="utf-8")))]
     assert not found, f"meta reads between accord's layers (use a typed field): {found}"

@@ -256,17 +256,9 @@ class TransformersBackend(Backend):
             meta["passed_over"] = served.passed_over
         if perturbation is not None:
             meta["perturbation"] = perturbation.describe()
-        return Completion(
-            text=text,
-            finish_reason=finish,
-            usage=Usage(prompt_tokens, len(new), time.perf_counter() - start, 1),
-            margins=recorder.margins,
-            score=recorder.score,
-            meta=meta,
-            pieces=pieces_of(self.tokenizer, new, text),
-            model=self.model_id,
-            engine=served.engine if served else None,
-        )
+        usage = Usage(prompt_tokens, len(new), time.perf_counter() - start, 1)
+        return Completion(text, finish, usage, recorder.margins, recorder.score, meta, pieces_of(self.tokenizer, new, text),
+                          model=self.model_id, engine=served.engine if served else None)
 
     def _decode(self, inputs: Any, settings: Settings, config: Any, processors: list[Any], perturbation: Perturbation | None, *,
                 streamer: Any, stop_loops: bool) -> tuple[list[int], bool, str]:
