@@ -39,13 +39,13 @@ def key(text: str, schema: Schema[Any] = REVIEW) -> str:
 
 
 def test_an_empty_box_is_open() -> None:
-    box = Box(Vote(k=5), REVIEW)
+    box = Box(Vote(k=5, gate=None), REVIEW)
     assert box.verdict() is None and box.done == 0 and box.all_done
     assert box.tally() == accord.Tally({}, 0, 5, 3)
 
 
 def test_the_same_answer_in_different_formats_is_one_vote() -> None:
-    box = Box(Vote(k=5), REVIEW)
+    box = Box(Vote(k=5, gate=None), REVIEW)
     first = cast(box, GOOD)
     cast(box, '```json\n{"sentiment": "Positive", "stars": "4"}\n```')
     assert box.verdict() is None  # two of five: the quorum is three
@@ -55,11 +55,11 @@ def test_the_same_answer_in_different_formats_is_one_vote() -> None:
 
 
 def test_a_split_vote_is_hopeless_and_spoiled_seats_are_no_valid_ballot() -> None:
-    split = Box(Vote(k=3), REVIEW)
+    split = Box(Vote(k=3, gate=None), REVIEW)
     for text in (GOOD, OTHER, '{"stars": 1, "sentiment": "negative"}'):
         cast(split, text)
     assert split.verdict() == Verdict("no quorum", None)
-    spoiled = Box(Vote(k=3), REVIEW)
+    spoiled = Box(Vote(k=3, gate=None), REVIEW)
     spoiled.spoil(spoiled.seat())
     assert spoiled.verdict() is None  # one spoiled of three: two may still agree
     spoiled.spoil(spoiled.seat(), accord.BackendError("down"))
@@ -73,28 +73,28 @@ def test_a_verdict_is_accepted_unless_the_run_failed() -> None:
 
 
 def test_ties_are_broken_by_the_vote_s_rule_over_the_model_scores() -> None:
-    vote = Vote(k=2, quorum=1, early_stop=False, tie_break=highest_score)
+    vote = Vote(k=2, quorum=1, early_stop=False, tie_break=highest_score, gate=None)
     box = Box(vote, REVIEW)
     cast(box, GOOD, score=-2.0)
     cast(box, OTHER, score=-0.5)
     assert box.verdict() == Verdict("k reached", key(OTHER))
-    plain = Box(Vote(k=2, quorum=1, early_stop=False), REVIEW)  # smallest key
+    plain = Box(Vote(k=2, quorum=1, early_stop=False, gate=None), REVIEW)  # smallest key
     cast(plain, GOOD, score=-2.0)
     cast(plain, OTHER, score=-0.5)
     assert plain.verdict() == Verdict("k reached", min(key(GOOD), key(OTHER)))
 
 
 def test_the_gate_accepts_a_certified_slot_0_alone() -> None:
-    box = Box(Vote(k=5), REVIEW, gating=True)
+    box = Box(Vote(k=5, gate=None), REVIEW, gating=True)
     cast(box, GOOD, certified=True)
     assert box.verdict() == Verdict("gate", key(GOOD))
-    fragile = Box(Vote(k=5), REVIEW, gating=True)
+    fragile = Box(Vote(k=5, gate=None), REVIEW, gating=True)
     cast(fragile, GOOD, certified=False)
     assert fragile.verdict() is None
-    ungated = Box(Vote(k=5), REVIEW)
+    ungated = Box(Vote(k=5, gate=None), REVIEW)
     cast(ungated, GOOD, certified=True)
     assert ungated.verdict() is None
-    crowded = Box(Vote(k=5), REVIEW, gating=True)  # slot 0 was not alone when it finished
+    crowded = Box(Vote(k=5, gate=None), REVIEW, gating=True)  # slot 0 was not alone when it finished
     seat = crowded.seat()
     crowded.seat()
     reading = read(GOOD, REVIEW)
@@ -109,7 +109,7 @@ PERTURBED: Computation = ("float32", True)
 
 def predicting(floor: float = 1.0) -> Box:
     """k=5 with a user floor: ballot 0 unperturbed, ballots 1-4 perturbed."""
-    return Box(Vote(k=5), REVIEW, Floors(None, None, {}, uniform=floor), [PLAIN] + [PERTURBED] * 4, gating=True)
+    return Box(Vote(k=5, gate=None), REVIEW, Floors(None, None, {}, uniform=floor), [PLAIN] + [PERTURBED] * 4, gating=True)
 
 
 def test_a_ballot_clear_of_the_floor_predicts_the_unrun_ones_and_settles_the_vote() -> None:
@@ -171,7 +171,7 @@ class Switches(BaseModel):
 
 
 def test_fieldwise_assembles_each_field_s_winner() -> None:
-    box = Box(Vote(k=3, fieldwise=True), Schema.of(P))
+    box = Box(Vote(k=3, fieldwise=True, gate=None), Schema.of(P))
     for text in ('{"a": 1, "b": 1}', '{"a": 1, "b": 2}', '{"a": 2, "b": 2}'):
         cast(box, text)
     verdict = box.verdict()
@@ -182,7 +182,7 @@ def test_fieldwise_assembles_each_field_s_winner() -> None:
 
 def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_vote() -> None:
     switches = Schema.of(Switches)
-    box = Box(Vote(k=3, fieldwise=True), switches)
+    box = Box(Vote(k=3, fieldwise=True, gate=None), switches)
     for text in ('{"a": 1, "b": 0, "c": 0}', '{"a": 0, "b": 1, "c": 0}', '{"a": 0, "b": 0, "c": 1}'):
         cast(box, text)
     assert box.verdict() == Verdict("no quorum", None)  # each field's 0 wins; the whole objects split three ways
@@ -196,7 +196,7 @@ def result(box: Box, verdict: Verdict, *, plurality: bool = False, ballots: tupl
 
 
 def test_the_result_of_an_accepted_verdict() -> None:
-    box = Box(Vote(k=3), REVIEW)
+    box = Box(Vote(k=3, gate=None), REVIEW)
     cast(box, GOOD)
     cast(box, GOOD)
     done = result(box, Verdict("unanimous", key(GOOD)))
@@ -206,7 +206,7 @@ def test_the_result_of_an_accepted_verdict() -> None:
 
 
 def test_the_errors_of_failed_verdicts_carry_their_result() -> None:
-    split = Box(Vote(k=3), REVIEW)
+    split = Box(Vote(k=3, gate=None), REVIEW)
     cast(split, GOOD)
     cast(split, OTHER)
     failed = result(split, Verdict("no quorum", None))
@@ -214,11 +214,11 @@ def test_the_errors_of_failed_verdicts_carry_their_result() -> None:
     plural = result(split, Verdict("no quorum", None), plurality=True)
     assert plural.error is None and not plural.stable and plural.key == min(key(GOOD), key(OTHER))
     assert isinstance(result(split, Verdict("budget", None)).error, accord.BudgetExceeded)
-    faulted = Box(Vote(k=1), REVIEW)
+    faulted = Box(Vote(k=1, gate=None), REVIEW)
     faulted.spoil(faulted.seat(), accord.BackendError("down", status=503))
     error = result(faulted, Verdict("no valid ballot", None)).error
     assert isinstance(error, accord.BackendError) and error.status == 503
-    invalid = Box(Vote(k=1), REVIEW)
+    invalid = Box(Vote(k=1, gate=None), REVIEW)
     invalid.spoil(invalid.seat())
     ballot = Ballot(0, 1, "invalid", "nope", error={"stage": "extract", "message": "no JSON found"})
     error = result(invalid, Verdict("no valid ballot", None), ballots=(ballot,)).error
@@ -226,7 +226,7 @@ def test_the_errors_of_failed_verdicts_carry_their_result() -> None:
 
 
 def test_the_fieldwise_result_says_how_it_was_decided() -> None:
-    box = Box(Vote(k=3, fieldwise=True), Schema.of(P))
+    box = Box(Vote(k=3, fieldwise=True, gate=None), Schema.of(P))
     for text in ('{"a": 1, "b": 1}', '{"a": 1, "b": 2}', '{"a": 2, "b": 2}'):
         cast(box, text)
     verdict = box.verdict()
@@ -234,7 +234,7 @@ def test_the_fieldwise_result_says_how_it_was_decided() -> None:
     assembled = result(box, verdict)
     assert assembled.value == P(a=1, b=2) and assembled.meta["fieldwise"] == "assembled" and assembled.stable
     assert assembled.agreement == pytest.approx(2 / 3)
-    fell = Box(Vote(k=3, fieldwise=True), Schema.of(Switches))
+    fell = Box(Vote(k=3, fieldwise=True, gate=None), Schema.of(Switches))
     for text in ('{"a": 1, "b": 0, "c": 0}', '{"a": 0, "b": 1, "c": 0}', '{"a": 0, "b": 0, "c": 1}'):
         cast(fell, text)
     fell_verdict = fell.verdict()

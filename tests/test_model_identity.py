@@ -177,7 +177,7 @@ def test_a_global_that_cannot_be_fingerprinted_is_refused_naming_it(tmp_path: Pa
             with pytest.raises(ConfigError, match=r"the global 'helper' it reads, the global 'LOCK' it reads.*name=") as info:
                 Stabilizer(module.ask, int, ledger=ledger)
             assert "lock" in str(info.value)
-            named = Stabilizer(models.function(module.ask, name="locked-v1"), int, vote=Vote(k=1), ledger=ledger)
+            named = Stabilizer(models.function(module.ask, name="locked-v1"), int, vote=Vote(k=1, gate=None), ledger=ledger)
             assert named.run("q").value == 1 and named.run("q").replayed
     finally:
         sys.modules.pop("locked_models", None)
@@ -187,16 +187,16 @@ def test_a_name_keeps_the_answers_across_edits(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.sqlite3") as ledger:
         for label, expected in (('"1"', 1), ('"2"', 1)):  # edited, but the same name: the name is the user's word
             module = load(f"def ask(p):\n    return {label}\n", "named_models")
-            result = Stabilizer(models.function(module.ask, name="my-model-v1"), int, vote=Vote(k=1), ledger=ledger).run("q")
+            result = Stabilizer(models.function(module.ask, name="my-model-v1"), int, vote=Vote(k=1, gate=None), ledger=ledger).run("q")
             assert result.value == expected
         assert result.replayed
-        unnamed = Stabilizer(module.ask, int, vote=Vote(k=1), ledger=ledger).run("q")
+        unnamed = Stabilizer(module.ask, int, vote=Vote(k=1, gate=None), ledger=ledger).run("q")
         assert (unnamed.value, unnamed.replayed) == (2, False), "unnamed, the edited code is another model"
     sys.modules.pop("named_models", None)
 
 
 # The key accord b821b98 (the rule before #33) made for ``old_rule_models.ask`` below, unnamed, under
-# ``Stabilizer(ask, int, vote=Vote(k=1))`` and the prompt "q" (its identity was "old_rule_models:ask").
+# ``Stabilizer(ask, int, vote=Vote(k=1, gate=None))`` and the prompt "q" (its identity was "old_rule_models:ask").
 OLD_RULE_KEY = "8268915f98f6ee78637d629305a79d60f178ea32622a812052db6894601b9d49"
 
 
@@ -207,8 +207,8 @@ def test_a_model_named_by_its_old_identity_makes_the_old_rules_key(tmp_path: Pat
     module = load("def ask(p):\n    return '1'\n", "old_rule_models")
     try:
         with Ledger(tmp_path / "l.sqlite3") as ledger:
-            vouched = Stabilizer(models.function(module.ask, name="old_rule_models:ask"), int, vote=Vote(k=1), ledger=ledger)
-            unnamed = Stabilizer(module.ask, int, vote=Vote(k=1), ledger=ledger)
+            vouched = Stabilizer(models.function(module.ask, name="old_rule_models:ask"), int, vote=Vote(k=1, gate=None), ledger=ledger)
+            unnamed = Stabilizer(module.ask, int, vote=Vote(k=1, gate=None), ledger=ledger)
             assert ledger.key(vouched, "q") == OLD_RULE_KEY
             assert ledger.key(unnamed, "q") != OLD_RULE_KEY
             assert unnamed.model.identity().startswith("old_rule_models:ask#")
@@ -238,7 +238,7 @@ def my_llm(prompt):
 
 
 with Ledger(sys.argv[1]) as ledger:
-    result = Stabilizer(my_llm, str, vote=Vote(k=1), ledger=ledger).run("Is 'great product' positive?")
+    result = Stabilizer(my_llm, str, vote=Vote(k=1, gate=None), ledger=ledger).run("Is 'great product' positive?")
 print(json.dumps({"value": result.value, "replayed": result.replayed}))
 '''
 
