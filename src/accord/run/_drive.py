@@ -41,19 +41,20 @@ def drive(flow: Flow, backend: Backend, watch: Watch | None = None, *, streaming
     while True:
         if watch is not None:
             watch.settle_now()
+        made: list[Item] = []  # what the calls made in place put: all there is to take
         for call in step.start:
             if backend.blocking:
+                running += 1
                 spawn(_stream.call, backend, call, inbox.put, watch, streaming)
             else:
-                _stream.call(backend, call, inbox.put, watch, streaming)
-        running += len(step.start)
+                _stream.call(backend, call, made.append, watch, streaming)
         received: list[Outcome | Queued] = []
-        for item in _take(inbox, running, step.timeout):
+        for item in made or _take(inbox, running, step.timeout):
             if isinstance(item, Delta):
                 yield item
             else:
                 received.append(item)
-        running -= len(received)
+        running -= len(received) if backend.blocking else 0
         try:
             step = flow.send(received)
         except StopIteration as stop:

@@ -149,11 +149,11 @@ class _Run(Absorb):
             budget = self.policy.budget.max_seconds
             self.read_until = None if budget is None else max(now + budget - self.spent(now), now + READ_GRACE)
             for done in sorted(outcomes, key=lambda o: o.call.id):  # the same order under any driver
-                if not escapes(done.error):
+                if done.error is None or not escapes(done.error):
                     self.absorb(done, now)
-            escaped = next((done.error for done in outcomes if done.error is not None and escapes(done.error)), None)
-            if escaped is not None:
-                raise escaped  # a KeyboardInterrupt: the calls that finished beside it are recorded first
+            for done in outcomes:
+                if done.error is not None and escapes(done.error):
+                    raise done.error  # a KeyboardInterrupt: the calls that finished beside it are recorded first
             now = self.clock()  # reading took time too: the budget is judged after it
             self.note_idle(now)
             verdict = self.box.verdict() or self.over_budget(now)
@@ -343,9 +343,9 @@ class _Run(Absorb):
             self.watch.ballot(ballot)
 
 
-def escapes(error: BaseException | None) -> bool:
+def escapes(error: BaseException) -> bool:
     """Whether a call's error must propagate (KeyboardInterrupt, SystemExit) rather than fail the call."""
-    return error is not None and not isinstance(error, Exception | asyncio.CancelledError)
+    return not isinstance(error, Exception | asyncio.CancelledError)
 
 
 def source_text(prompt: Prompt) -> str:

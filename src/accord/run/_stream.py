@@ -35,11 +35,11 @@ def call(backend: Backend, call: Call, put: Put, watch: Watch | None, streaming:
     backend = call.backend or backend
     start = time.perf_counter()
     try:
-        with watch.scope(call) if watch is not None else contextlib.nullcontext():
-            if streaming and call.slot == STREAMED_SLOT:
-                completion = _streamed(backend, call, put, watch)
-            else:
-                completion = backend.generate(call.request)
+        if watch is None:
+            completion = _streamed(backend, call, put, watch) if streaming and call.slot == STREAMED_SLOT else backend.generate(call.request)
+        else:
+            with watch.scope(call):
+                completion = _streamed(backend, call, put, watch) if streaming and call.slot == STREAMED_SLOT else backend.generate(call.request)
         put(Outcome(call, completion, None, time.perf_counter() - start))
     except BaseException as exc:  # noqa: BLE001 - handed to the loop (which raises a KeyboardInterrupt)
         put(Outcome(call, None, exc, time.perf_counter() - start))
