@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
@@ -212,11 +213,12 @@ class Stabilizer(Generic[T]):
     async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncGenerator[Partial[T] | Decided[T], None]:
         """Async :meth:`stream`: ``async for event in stab.astream(prompt)``."""
         partials = Partials(self.schema)
-        async for item in self._decider().astream(_check.prompt(prompt), refresh):
-            if isinstance(item, Result):
-                yield Decided(item, changed(item))
-            else:
-                yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
+        async with contextlib.aclosing(self._decider().astream(_check.prompt(prompt), refresh)) as items:
+            async for item in items:  # a reader that stops early ends the run now (closing it)
+                if isinstance(item, Result):
+                    yield Decided(item, changed(item))
+                else:
+                    yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
 
     def _decider(self) -> Decider[T]:
         """What decides this stabilizer's prompts, one way for run, stream and map (``run._decider``)."""

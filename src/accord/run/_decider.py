@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -139,7 +139,7 @@ class Decider(Generic[T]):
 
     async def astream(
         self, prompt: Prompt, refresh: bool = False, *, streaming: bool = True, shared: Shared | None = None
-    ) -> AsyncIterator[Delta | Result[T]]:
+    ) -> AsyncGenerator[Delta | Result[T], None]:
         """:meth:`stream` on the running event loop; ``shared``: a map's, whose claims look for the
         answer themselves, and then a failure is the prompt's Result (its ``error`` set), never raised."""
         watch = self.watch(prompt, streaming)
@@ -147,11 +147,13 @@ class Decider(Generic[T]):
             result = self.recall(prompt, refresh) if shared is None else None
             if result is None:
                 with self._claims(refresh) if shared is None else contextlib.nullcontext(shared.claims) as claims:
-                    async for item in self._adecided(prompt, refresh, claims, shared, watch=watch, streaming=streaming):
-                        if isinstance(item, Delta):
-                            yield item
-                        else:
-                            result = item
+                    decided = self._adecided(prompt, refresh, claims, shared, watch=watch, streaming=streaming)
+                    async with contextlib.aclosing(decided):  # a reader that stops early lets go of the claim now
+                        async for item in decided:
+                            if isinstance(item, Delta):
+                                yield item
+                            else:
+                                result = item
         except BaseException as exc:  # GeneratorExit too: the reader stopped early
             if watch is not None:
                 watch.crash(exc)
@@ -164,7 +166,7 @@ class Decider(Generic[T]):
 
     async def _adecided(
         self, prompt: Prompt, refresh: bool, claims: Claims | None, shared: Shared | None, *, watch: Watch | None, streaming: bool
-    ) -> AsyncIterator[Delta | Result[T]]:
+    ) -> AsyncGenerator[Delta | Result[T], None]:
         """claim -> begin -> drive -> remember, with a turn of a map's while it is decided."""
         turns = shared.turns if shared is not None else None
         ticket = await claims.claim(prompt, turns) if claims is not None else None
@@ -176,11 +178,13 @@ class Decider(Generic[T]):
                 try:
                     pending = self.begin(prompt, ticket)
                     limit = shared.limit if shared is not None else None
-                    async for item in adrive(self.flow(prompt, pending, watch), self.model, watch, limit=limit, streaming=streaming):
-                        if isinstance(item, Delta):
-                            yield item
-                        else:
-                            result = self.remember(prompt, item, refresh, pending)
+                    driven = adrive(self.flow(prompt, pending, watch), self.model, watch, limit=limit, streaming=streaming)
+                    async with contextlib.aclosing(driven):  # a reader that stops early cancels the calls now
+                        async for item in driven:
+                            if isinstance(item, Delta):
+                                yield item
+                            else:
+                                result = self.remember(prompt, item, refresh, pending)
                 except Exception as exc:
                     if shared is None:
                         raise

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import queue
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Generator, Iterator, Sequence
 from typing import Any
 
 from .._result import Result
@@ -88,7 +88,7 @@ def _take(inbox: queue.SimpleQueue[Item], running: int, timeout: float | None) -
 
 async def adrive(
     flow: Flow, backend: Backend, watch: Watch | None = None, *, limit: asyncio.Semaphore | None = None, streaming: bool = False
-) -> AsyncIterator[Delta | Result[Any]]:
+) -> AsyncGenerator[Delta | Result[Any], None]:
     """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight (a
     map's, shared by its prompts): a call that must wait for a free slot is told to the flow as
     waiting (:class:`Queued`), and again once it reaches the model. Cancelling the task that
