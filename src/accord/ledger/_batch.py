@@ -169,11 +169,8 @@ class Batch:
         if key in self._held:  # the same prompt again in this batch: wait for the first
             return "wait", key
         answer, holder = self._look(key)
-        fresh = answer is not None and not (ledger.ttl is not None and time.time() - answer.decided > ledger.ttl)
-        if answer is not None and fresh and not self.refresh:
-            replayed = self._decode(answer, "recall failed, deciding afresh")
-            if replayed is not None:
-                return "answer", replayed
+        if answer is not None and (replayed := self._replayable(answer)) is not None:
+            return "answer", replayed
         if holder is not None and holder.live and holder.owner != self.owner and not _gone(holder.owner):
             return "wait", key  # another worker decides it now: no need to try the claim
         try:
@@ -189,11 +186,17 @@ class Batch:
             replayed = self._decode(claim.answer, "cannot replay another worker's answer, deciding afresh")
             return ("answer", replayed) if replayed is not None else ("unclaimed", None)
         self._held[key] = asyncio.get_running_loop().create_future()
-        if claim.run is not None:  # the run the claim opened: the decision's (ledger.begin takes it)
+        if claim.run is not None:  # the run the claim opened: the decision's (its Ticket hands it on)
             self._pending[key] = Pending(ledger, claim.run, key=key, owner=self.owner)
         with self._lock:
             self._renewing.add(key)
         return "mine", key
+
+    def _replayable(self, answer: Answer) -> Result[Any] | None:
+        """The stored answer, replayed, unless it is past the ledger's ttl or the batch refreshes."""
+        if self.refresh or (self.ledger.ttl is not None and time.time() - answer.decided > self.ledger.ttl):
+            return None
+        return self._decode(answer, "recall failed, deciding afresh")
 
     def _look(self, key: str) -> tuple[Answer | None, Holder | None]:
         """``key``'s answer and claim: as looked at with the prompts before it, when that still tells

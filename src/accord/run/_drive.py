@@ -90,24 +90,19 @@ async def adrive(
     flow: Flow, backend: Backend, watch: Watch | None = None, *, limit: asyncio.Semaphore | None = None, streaming: bool = False
 ) -> AsyncGenerator[Delta | Result[Any], None]:
     """Run a flow to its Result on the running event loop; ``limit`` bounds calls in flight (a
-    map's, shared by its prompts): a call that must wait for a free slot is told to the flow as
-    waiting (:class:`Queued`), and again once it reaches the model. Cancelling the task that
-    iterates this cancels its calls."""
+    map's, shared by its prompts: see ``_stream.start``). Cancelling the task that iterates this
+    cancels its calls."""
     inbox: asyncio.Queue[Item] = asyncio.Queue()
-    tasks: set[asyncio.Future[None]] = set()
+    tasks: list[asyncio.Future[None]] = []
     running, step = 0, next(flow)
     try:
         while True:
             if watch is not None:
                 await watch.settle()
-            received: list[Outcome | Queued] = []
-            for call in step.start:
-                queued = limit is not None and not await _taken(limit)
-                received += [Queued(call, started=False)] if queued else []
-                tasks.add(task := _stream.start(backend, call, inbox, watch, streaming, limit=limit, queued=queued))
-                task.add_done_callback(tasks.discard)
+            tasks += [_stream.start(backend, call, inbox, watch, streaming, limit=limit) for call in step.start]
             running += len(step.start)
-            async with contextlib.aclosing(_atake(inbox, running, 0.0 if received else step.timeout)) as items:
+            received: list[Outcome | Queued] = []
+            async with contextlib.aclosing(_atake(inbox, running, step.timeout)) as items:
                 async for item in items:
                     if isinstance(item, Delta):
                         yield item
@@ -120,23 +115,15 @@ async def adrive(
                 result: Result[Any] = stop.value
                 break
     finally:
-        for task in list(tasks):
+        for task in tasks:
             task.cancel()  # calls still running once the flow is over (or the reader stopped)
     if watch is not None:
         await watch.settle()
     yield result
 
 
-async def _taken(limit: asyncio.Semaphore) -> bool:
-    """A free slot of ``limit``, taken at once (True); False when none is free."""
-    if limit.locked():
-        return False
-    await limit.acquire()
-    return True
-
-
 async def _atake(inbox: asyncio.Queue[Item], running: int, timeout: float | None) -> AsyncGenerator[Item, None]:
-    """:func:`_take` on the event loop (a call reaching the model ends the wait too)."""
+    """:func:`_take` on the event loop (a call that waits for a slot, or reaches the model, ends the wait too)."""
     if not running:
         await asyncio.sleep(timeout or 0.0)
         return

@@ -17,7 +17,8 @@ Each turn of the loop:
    first, alone; when unrun ballots may be predicted (a local model with measured noise floors,
    ``_predict``), the slots run one at a time.
 2. ``take_ready`` starts the calls that are ready or whose backoff is over, within
-   ``Budget.max_calls``; ``timeout`` is the time to the next backoff or to the end of
+   ``Budget.max_calls``, and for a ``one_at_a_time`` backend one at a time (the admission: the
+   drivers only call and wait); ``timeout`` is the time to the next backoff or to the end of
    ``Budget.max_seconds``. A driver that shares a concurrency limit (``amap``) says which calls
    wait for a free slot and when each reaches the model (:class:`Queued`): a call still waiting
    when the run ends was never a model call (no ballot), and time during which every call of
@@ -26,7 +27,8 @@ Each turn of the loop:
    normalize -> validate -> canonicalize, ``_read``, in :meth:`Absorb.read`) and the ballot
    recorded (:meth:`_Run.record`, the one place a ballot is made). Then the slot is finished
    (valid: cast in the ballot box), asked again (invalid, cut off, a transient fault), or ended:
-   the rules are in ``_absorb``'s docstring.
+   the rules are in ``_absorb``'s docstring. A call that raised KeyboardInterrupt or SystemExit
+   is not a ballot: it is raised here, once the calls that finished beside it are recorded.
 
 4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
    fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,

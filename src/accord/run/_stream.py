@@ -61,23 +61,27 @@ def _streamed(backend: Backend, call: Call, put: Put, watch: Watch | None) -> Co
 
 def start(
     backend: Backend, call: Call, inbox: asyncio.Queue[Any], watch: Watch | None, streaming: bool, *,
-    limit: asyncio.Semaphore | None = None, queued: bool = False,
+    limit: asyncio.Semaphore | None = None,
 ) -> asyncio.Future[None]:
-    """Make ``call`` in a task on the running event loop. Under a ``limit`` the call holds a slot
-    until its task is done, cancelled or not: taken by the driver already, or, when ``queued``,
-    waited for here (then :class:`Queued` says when the call reaches the model)."""
-    task = asyncio.ensure_future(_acall(backend, call, inbox, watch, streaming, limit=limit, queued=queued))
+    """Make ``call`` in a task on the running event loop. Under a ``limit`` (shared with other
+    runs: ``map``) the call holds a slot until its task is done, cancelled or not; one that must
+    wait for a free slot says so (:class:`Queued`), and again once it reaches the model."""
+    task = asyncio.ensure_future(_acall(backend, call, inbox, watch, streaming, limit=limit))
     task.add_done_callback(functools.partial(_lost, call, inbox))
     return task
 
 
 async def _acall(
     backend: Backend, call: Call, inbox: asyncio.Queue[Any], watch: Watch | None, streaming: bool, *,
-    limit: asyncio.Semaphore | None, queued: bool,
+    limit: asyncio.Semaphore | None,
 ) -> None:
-    if limit is not None and queued:
+    if limit is not None:
+        queued = limit.locked()
+        if queued:
+            inbox.put_nowait(Queued(call, started=False))
         await limit.acquire()
-        inbox.put_nowait(Queued(call, started=True))
+        if queued:
+            inbox.put_nowait(Queued(call, started=True))
     try:
         inbox.put_nowait(await _outcome(call.backend or backend, call, inbox, watch, streaming))
     finally:
