@@ -13,7 +13,6 @@ propagate (KeyboardInterrupt, SystemExit; ``_loop.escapes``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -34,12 +33,13 @@ def call(backend: Backend, call: Call, put: Put, watch: Watch | None, streaming:
     """Make ``call`` (on the backend it names, a reference deciding, else ``backend``); put its Outcome."""
     backend = call.backend or backend
     start = time.perf_counter()
+    streamed = streaming and call.slot == STREAMED_SLOT
     try:
         if watch is None:
-            completion = _streamed(backend, call, put, watch) if streaming and call.slot == STREAMED_SLOT else backend.generate(call.request)
+            completion = _streamed(backend, call, put, watch) if streamed else backend.generate(call.request)
         else:
             with watch.scope(call):
-                completion = _streamed(backend, call, put, watch) if streaming and call.slot == STREAMED_SLOT else backend.generate(call.request)
+                completion = _streamed(backend, call, put, watch) if streamed else backend.generate(call.request)
         put(Outcome(call, completion, None, time.perf_counter() - start))
     except BaseException as exc:  # noqa: BLE001 - handed to the loop (which raises a KeyboardInterrupt)
         put(Outcome(call, None, exc, time.perf_counter() - start))
@@ -92,11 +92,12 @@ async def _acall(
 async def _outcome(backend: Backend, call: Call, inbox: asyncio.Queue[Any], watch: Watch | None, streaming: bool) -> Outcome:
     start = time.perf_counter()
     try:
-        with watch.scope(call) if watch is not None else contextlib.nullcontext():
-            if streaming and call.slot == STREAMED_SLOT:
-                completion = await _astreamed(backend, call, inbox.put_nowait, watch)
-            else:
-                completion = await backend.agenerate(call.request)
+        streamed = streaming and call.slot == STREAMED_SLOT
+        if watch is None:
+            completion = await (_astreamed(backend, call, inbox.put_nowait, watch) if streamed else backend.agenerate(call.request))
+        else:
+            with watch.scope(call):  # once the call may start: after its slot of a limit
+                completion = await (_astreamed(backend, call, inbox.put_nowait, watch) if streamed else backend.agenerate(call.request))
         return Outcome(call, completion, None, time.perf_counter() - start)
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
