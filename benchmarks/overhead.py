@@ -157,7 +157,7 @@ def measure(runs: int, k: int, clock: Callable[[], float] = time.perf_counter, a
     per_ballot = []
     model = accord.models.scripted([TEXT] * k * runs)
     chosen = options(arm, processor)
-    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), **chosen)
+    stab = accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False, gate=None), **chosen)
     for _ in range(runs):
         start = clock()
         result = stab.run("Extract the order.")
@@ -226,7 +226,7 @@ def ballot_floor(clock: Callable[[], float], processor: str = "batch", runs: int
     recorder = TracerProvider()
     recorder.add_span_processor(SimpleSpanProcessor(kept))
     model = accord.models.scripted([TEXT] * k)
-    accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False), telemetry=accord.Telemetry(tracer_provider=recorder)).run("Extract the order.")
+    accord.Stabilizer(model, schema=Order, vote=accord.Vote(k=k, early_stop=False, gate=None), telemetry=accord.Telemetry(tracer_provider=recorder)).run("Extract the order.")
     spans = kept.get_finished_spans()
     [run] = [s for s in spans if s.name == "accord.run"]
     calls = [(s.name, s.kind, None if bare else dict(s.attributes or {})) for s in spans if s is not run]

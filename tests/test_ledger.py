@@ -393,17 +393,25 @@ class Slow(Counter):
         return super().__call__(prompt, request)
 
 
-@pytest.mark.parametrize("driver", ["run", "arun"])
+async def _last(events: Any) -> Any:
+    async for event in events:
+        last = event
+    return last
+
+
+@pytest.mark.parametrize("driver", ["run", "arun", "stream", "astream"])
 def test_threads_running_one_prompt_at_once_decide_it_once(where: str, driver: str) -> None:
     model = Slow()
     with Ledger(where) as ledger:
         s = stab(model, ledger=ledger)
         barrier = threading.Barrier(8)
         results: list[Any] = [None] * 8
+        ways = {"run": lambda: s.run("same"), "arun": lambda: asyncio.run(s.arun("same")),
+                "stream": lambda: list(s.stream("same"))[-1].result, "astream": lambda: asyncio.run(_last(s.astream("same"))).result}
 
         def worker(i: int) -> None:
             barrier.wait(timeout=30)
-            results[i] = s.run("same") if driver == "run" else asyncio.run(s.arun("same"))
+            results[i] = ways[driver]()
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
         for t in threads:

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import pytest
@@ -135,3 +136,12 @@ def test_a_key_prefix_is_lower_case_hex() -> None:
     for bad in ("", "  ", "xyz", "12-34", "0x12"):
         with pytest.raises(LedgerError, match="hexadecimal"):
             key_prefix(bad)
+
+
+def test_the_key_material_is_a_subject_not_a_stabilizer() -> None:
+    """The ledger reads only a subject's model, schema and policy: any object with the three keys alike."""
+    s = stab()
+    subject = SimpleNamespace(model=s.model, schema=s.schema, policy=s.policy)
+    keys = Keys()
+    assert keys.entry(subject, "q") == keys.entry(s, "q")
+    assert keys.context(subject) is keys.context(s), "one context per policy object, whoever holds it"

@@ -296,3 +296,32 @@ def test_on_ballot_sees_every_ballot_and_a_broken_one_loses_nothing() -> None:
     step = flow.send([answer(step.start[0], "no idea"), answer(step.start[1], GOOD)])
     result = finish(flow, [answer(step.start[0], GOOD)])
     assert result.stable and seen == list(result.ballots) and [b.status for b in seen] == ["invalid", "valid", "valid"]
+
+
+class OneAtATime(Backend):
+    """A backend whose calls of one run go one after another (never called: the tests answer for it)."""
+
+    one_at_a_time = True
+
+
+def test_a_one_at_a_time_backend_gets_one_call_per_step_from_the_loop_itself() -> None:
+    # admission lives in the loop: the next call starts once the one in flight is answered
+    flow, step = start(Policy(vote=Vote(k=3, early_stop=False)), OneAtATime())
+    for _ in range(3):
+        assert len(step.start) == 1
+        (call,) = step.start
+        assert flow.send([]).start == (), "nothing answered: nothing more starts"
+        try:
+            step = flow.send([answer(call, GOOD)])
+        except StopIteration as stop:
+            result = stop.value
+    assert result.stable and result.calls == 3 and [b.slot for b in result.ballots] == [0, 1, 2]
+
+
+def test_a_keyboard_interrupt_from_a_call_is_raised_once_the_calls_beside_it_are_recorded() -> None:
+    seen: list[accord.Ballot] = []
+    flow, step = start(Policy(vote=Vote(k=2, early_stop=False), on_ballot=seen.append))
+    first, second = step.start
+    with pytest.raises(KeyboardInterrupt):
+        flow.send([answer(second, KeyboardInterrupt()), answer(first, GOOD)])
+    assert [(b.slot, b.status) for b in seen] == [(first.slot, "valid")]

@@ -344,7 +344,7 @@ SCRIPT = """
 import accord, sys
 from accord.observe import _telemetry
 stab = accord.Stabilizer(accord.models.scripted(['4'] * 6), schema=int, vote=accord.Vote(k=3, gate=None))
-print(stab.run('q').value, _telemetry.tracer(stab.telemetry) is not None, sys.modules.get('opentelemetry') is not None, stab._watch('q') is None)
+print(stab.run('q').value, _telemetry.tracer(stab.telemetry) is not None, sys.modules.get('opentelemetry') is not None, stab._decider().watch('q') is None)
 """
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
@@ -17,21 +17,16 @@ from ._threads import run_coroutine
 from ._types import Prompt, Settings
 from .backends._base import Backend, as_backend
 from .backends._function import FunctionBackend
-from .observe import _telemetry as telemetry
 from .observe._hooks import Hooks
 from .observe._prices import Prices
 from .observe._telemetry import Telemetry
 from .prompt._examples import render_examples
 from .prompt._prompting import Prompting
 from .read._extract import Extract
-from .run._drive import adrive, drive
-from .run._loop import decide
+from .run._decider import Decider, LedgerSide
 from .run._map import many
 from .run._partial import Decided, Partial, Partials, changed
 from .run._policy import Policy
-from .run._report import ended
-from .run._stream import astream, stream
-from .run._watch import Watch
 from .schema._schema import Schema
 from .vote._perturb import Perturb
 from .vote._vote import Vote
@@ -133,13 +128,11 @@ class Stabilizer(Generic[T]):
         options = grouped(deprecated, given)
         self.policy = _policy(self.model, self.schema, options, given)
         self.schema.roles(self.policy.vote.role_overrides)  # a path of Vote(roles=...) the schema lacks: a ConfigError now
-        self.ledger = ledger
+        self.ledger: LedgerSide | None = ledger
         self.hooks = hooks
         telemetry = telemetry_default(telemetry)
         self.telemetry: Telemetry | None = None if telemetry is False else telemetry if isinstance(telemetry, Telemetry) else Telemetry()
-        key = getattr(ledger, "key", None)
-        if callable(key):  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
-            key(self, "")
+        self._decider().check()  # the model's identity, now: one a ledger cannot trust is a ConfigError here, never a guess
 
     def describe(self) -> dict[str, Any]:
         """What this stabilizer decides with: the model, the schema with the role of each field
@@ -152,22 +145,6 @@ class Stabilizer(Generic[T]):
             "vote": {"k": vote.k, "quorum": vote.needed, "fieldwise": vote.fieldwise, "gate": vote.gate is not None},
         }
 
-    def _flow(self, prompt: Prompt, pending: Any = None, watch: Watch | None = None) -> Any:
-        policy = self.policy
-        if pending is not None:  # the ledger stores each ballot as it is made
-            policy = replace(policy, on_ballot=_both(policy.on_ballot, pending.record))
-        return decide(prompt, self.schema, self.model, policy, watch=watch)
-
-    def _watch(self, prompt: Prompt, streaming: bool = False) -> Watch | None:
-        """The run's hooks and spans; None when nothing listens (then the run pays nothing)."""
-        tracer = telemetry.tracer(self.telemetry) if self.telemetry is not None else None
-        if tracer is None and self.hooks is None:
-            return None
-        content = self.telemetry is not None and self.telemetry.content
-        watch = Watch(self.hooks, tracer, content=content, backend=self.model, schema=self.schema, policy=self.policy, streaming=streaming)
-        watch.begin(prompt)
-        return watch
-
     def run(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.
 
@@ -176,134 +153,44 @@ class Stabilizer(Generic[T]):
         the ledger, as :meth:`map` claims its prompts: runs of it at once (threads, processes,
         hosts) decide it once, and the others replay that answer.
         """
-        prompt = _check.prompt(prompt)
-        watch = self._watch(prompt)
-        try:
-            result = self._recall(prompt, refresh)
-            if result is None:
-                batch = self._batch(refresh)
-                if batch is None:
-                    result = self._decide(prompt, refresh, watch)
-                else:  # claimed as map claims it: runs of this prompt elsewhere wait for this one, or this for theirs
-                    result = run_coroutine(self._claimed(prompt, batch, lambda: self._inline(prompt, refresh, watch)))
-        except BaseException as exc:
-            if watch is not None:
-                watch.crash(exc)
-            raise
-        ended(result, watch)
-        if watch is not None:
-            watch.settle_now()
+        *_, result = self._decider().stream(_check.prompt(prompt), refresh, streaming=False)
+        assert isinstance(result, Result)
         return _deliver(result)
 
     async def arun(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Async :meth:`run`: the ballots of the prompt run concurrently on the event loop."""
-        prompt = _check.prompt(prompt)
-        watch = self._watch(prompt)
-        try:
-            result = self._recall(prompt, refresh)
-            if result is None:
-                batch = self._batch(refresh)
-                if batch is None:
-                    result = await self._adecide(prompt, refresh, watch)
-                else:  # claimed, as run() and map claim it
-                    result = await self._claimed(prompt, batch, lambda: self._adecide(prompt, refresh, watch))
-        except BaseException as exc:
-            if watch is not None:
-                watch.crash(exc)
-            raise
-        ended(result, watch)
-        if watch is not None:
-            await watch.settle()
+        async for item in self._decider().astream(_check.prompt(prompt), refresh, streaming=False):
+            result = item
+        assert isinstance(result, Result)
         return _deliver(result)
-
-    def _decide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
-        pending = self._begin(prompt)
-        return self._remember(prompt, drive(self._flow(prompt, pending, watch), self.model, watch), refresh, pending)
-
-    async def _inline(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
-        """:meth:`_decide` on the claim's own loop, which has nothing else to run meanwhile."""
-        return self._decide(prompt, refresh, watch)
-
-    async def _adecide(self, prompt: Prompt, refresh: bool, watch: Watch | None) -> Result[T]:
-        pending = self._begin(prompt)
-        return self._remember(prompt, await adrive(self._flow(prompt, pending, watch), self.model, watch=watch), refresh, pending)
-
-    async def _claimed(self, prompt: Prompt, batch: Any, decide: Callable[[], Awaitable[Result[T]]]) -> Result[T]:
-        """``decide()`` under this prompt's claim in the ledger (a batch of one prompt), or the
-        answer of whoever holds the claim, replayed once they let go."""
-        with batch:
-            result: Result[T] = await batch.decide(prompt, asyncio.Semaphore(1), lambda _prompt, _recalled: decide())
-            return result
 
     def stream(self, prompt: Prompt, *, refresh: bool = False) -> Generator[Partial[T] | Decided[T], None, None]:
         """Decide one prompt, showing the first ballot as it is written: a :class:`~accord.Partial`
         per text delta of ballot slot 0, then one :class:`~accord.Decided` with the Result (a
         failed run's too: ``result.error`` is set, nothing is raised). A backend that cannot
         stream gives its whole text as one delta. See ``_partial`` for how a UI should use it.
+        The prompt is claimed in the ledger as :meth:`run` claims it.
         """
-        prompt = _check.prompt(prompt)
-        watch = self._watch(prompt, streaming=True)
-        try:
-            result = self._recall(prompt, refresh)
-            if result is None:
-                pending = self._begin(prompt)
-                partials = Partials(self.schema)
-                for item in stream(self._flow(prompt, pending, watch), self.model, watch):
-                    if isinstance(item, Result):
-                        result = item
-                    else:
-                        yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
-                assert result is not None
-                result = self._remember(prompt, result, refresh, pending)
-        except BaseException as exc:  # GeneratorExit too: the reader stopped early
-            if watch is not None:
-                watch.crash(exc)
-            raise
-        ended(result, watch)
-        if watch is not None:
-            watch.settle_now()
-        yield Decided(result, changed(result))
+        partials = Partials(self.schema)
+        for item in self._decider().stream(_check.prompt(prompt), refresh):
+            if isinstance(item, Result):
+                yield Decided(item, changed(item))
+            else:
+                yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
 
     async def astream(self, prompt: Prompt, *, refresh: bool = False) -> AsyncGenerator[Partial[T] | Decided[T], None]:
         """Async :meth:`stream`: ``async for event in stab.astream(prompt)``."""
-        prompt = _check.prompt(prompt)
-        watch = self._watch(prompt, streaming=True)
-        try:
-            result = self._recall(prompt, refresh)
-            if result is None:
-                pending = self._begin(prompt)
-                partials = Partials(self.schema)
-                async for item in astream(self._flow(prompt, pending, watch), self.model, watch=watch):
-                    if isinstance(item, Result):
-                        result = item
-                    else:
-                        yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
-                assert result is not None
-                result = self._remember(prompt, result, refresh, pending)
-        except BaseException as exc:  # GeneratorExit too: the reader stopped early
-            if watch is not None:
-                watch.crash(exc)
-            raise
-        ended(result, watch)
-        if watch is not None:
-            await watch.settle()
-        yield Decided(result, changed(result))
+        partials = Partials(self.schema)
+        async with contextlib.aclosing(self._decider().astream(_check.prompt(prompt), refresh)) as items:
+            async for item in items:  # a reader that stops early ends the run now (closing it)
+                if isinstance(item, Result):
+                    yield Decided(item, changed(item))
+                else:
+                    yield partials.feed(item.call.slot, item.call.request.attempt, item.text)
 
-    def _recall(self, prompt: Prompt, refresh: bool) -> Result[T] | None:
-        if self.ledger is None or refresh:
-            return None
-        hit: Result[T] | None = self.ledger.recall(self, prompt)
-        return hit
-
-    def _begin(self, prompt: Prompt) -> Any:
-        begin = getattr(self.ledger, "begin", None)
-        return begin(self, prompt) if begin is not None else None
-
-    def _remember(self, prompt: Prompt, result: Result[T], refresh: bool, pending: Any = None) -> Result[T]:
-        if self.ledger is None:
-            return result
-        kept: Result[T] = self.ledger.remember(self, prompt, result, refresh=refresh, pending=pending)
-        return kept
+    def _decider(self) -> Decider[T]:
+        """What decides this stabilizer's prompts, one way for run, stream and map (``run._decider``)."""
+        return Decider(self.model, self.schema, self.policy, ledger=self.ledger, hooks=self.hooks, telemetry=self.telemetry)
 
     def map(
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
@@ -320,22 +207,7 @@ class Stabilizer(Generic[T]):
         self, prompts: Iterable[Prompt], *, concurrency: int = 8, progress: bool | None = None, refresh: bool = False
     ) -> list[Result[T]]:
         """Async :meth:`map` (``run.many`` decides the batch)."""
-        return await many(self, _check.prompts(prompts), concurrency=concurrency, progress=progress, refresh=refresh)
-
-    def _batch(self, refresh: bool) -> Any:
-        batch = getattr(self.ledger, "batch", None)
-        return batch(self, refresh=refresh) if batch is not None else None
-
-
-def _both(first: Callable[[Ballot], Any] | None, second: Callable[[Ballot], Any]) -> Callable[[Ballot], Any]:
-    if first is None:
-        return second
-
-    def both(ballot: Ballot) -> None:
-        first(ballot)
-        second(ballot)
-
-    return both
+        return await many(self._decider(), _check.prompts(prompts), concurrency=concurrency, progress=progress, refresh=refresh)
 
 
 def _deliver(result: Result[T]) -> Result[T]:

@@ -3,9 +3,9 @@
 From the front door down:
 
     _ledger      the front door (Ledger): recall, begin, remember, batch; migrate
-    _batch       many workers, one batch: a claim with a lease per prompt
-    _pending     a run in progress (its ballots stored as they are made), the run a claim hands on
-    _keys        the key: everything that decides an answer, canonical JSON, hashed
+    _batch       many workers, one batch: a claim with a lease per prompt (a Ticket per prompt)
+    _pending     a run in progress (its ballots stored as they are made)
+    _keys        the key: everything that decides an answer (a Subject), canonical JSON, hashed
     _codec       a Result as stored, and back: JSON only
     _open        which store a path names, opened (the factory above the stores)
     _sqlite      the SQLite store (the default); _postgres (+ _postgres_connection): PostgreSQL

@@ -1,4 +1,5 @@
-"""Many workers, one batch: ``Stabilizer.map`` over a shared ledger decides each prompt once.
+"""Many workers, one batch: ``Stabilizer.map`` over a shared ledger decides each prompt once
+(and ``run`` and ``stream`` claim their prompt as a batch of one).
 
 Before a worker decides a prompt, it claims the prompt's key (:meth:`Store.claim`): a row that
 names the worker and holds a lease. The other workers skip a claimed prompt and go on with the
@@ -9,7 +10,9 @@ that looks takes them over. A claim names its owner's host, PID namespace and PI
 the same host (a batch started again after a crash) takes over a dead owner's claims at once
 instead of waiting out their lease. The same prompt twice in one batch is decided once, too. So each
 worker returns a Result for every prompt, in input order: its own decisions and the others',
-replayed.
+replayed. The run path asks :meth:`Batch.claim` for a prompt's :class:`Ticket` (its answer, or
+the right to decide it, with the ledger run the claim opened) and hands it back to
+:meth:`Batch.done` with the Result.
 
 The ledger never costs an answer: a prompt that cannot be claimed (the store is unreachable) is
 decided without a claim, and a worker stops waiting on claims it has not been able to see for a
@@ -27,13 +30,14 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from .._result import Result
 from . import _codec
-from ._pending import HANDED, Pending, brief
+from ._keys import Subject
+from ._pending import Pending, brief
 from ._store import Answer, Entry, Holder
 
 if TYPE_CHECKING:
@@ -54,12 +58,24 @@ _LOOK_AHEAD = 32
 _LOOK_FRESH = 0.02
 
 
+@dataclass
+class Ticket:
+    """A prompt's place in a batch: its ``answer`` (replayed: nothing to decide), or the right to
+    decide it, under this worker's claim on ``key`` (None: decided without a claim) and into
+    ``pending``, the ledger run the claim opened (None: ``Ledger.begin`` opens one)."""
+
+    answer: Result[Any] | None = None
+    key: str | None = None
+    pending: Pending | None = None
+    turn: asyncio.Semaphore | None = None  # the turn held while it is decided, given back by ``done``
+
+
 class Batch:
     """The claims of one ``map`` over a ledger (a context manager: it renews them while it is open)."""
 
-    def __init__(self, ledger: Ledger, stabilizer: Any, *, refresh: bool) -> None:
+    def __init__(self, ledger: Ledger, subject: Subject, *, refresh: bool) -> None:
         self.ledger = ledger
-        self.stabilizer = stabilizer
+        self.subject = subject
         self.refresh = refresh
         self.owner = f"{_HERE}:{os.getpid()}:{secrets.token_hex(4)}"
         self._store = ledger._store
@@ -91,45 +107,52 @@ class Batch:
         for key in list(self._held):  # only when a decision crashed past its own handler
             self._done(key, None)
 
-    async def decide(
-        self, prompt: Any, turns: asyncio.Semaphore, decide: Callable[[Any, bool], Awaitable[Result[Any]]]
-    ) -> Result[Any]:
-        """``prompt``'s Result: its answer replayed when it has one (stored, or made meanwhile by
-        another worker), else ``decide(prompt, True)`` under this worker's claim (True: the ledger
-        was just asked, no need to recall). A claim held elsewhere is waited for without holding
-        one of ``turns``."""
+    async def claim(self, prompt: Any, turns: asyncio.Semaphore | None = None) -> Ticket:
+        """``prompt``'s Ticket: its answer replayed when it has one (stored, or made meanwhile by
+        another worker), else the right to decide it, with one of ``turns`` held until :meth:`done`.
+        A claim held elsewhere is waited for without holding one of ``turns``."""
         entry = self._entry(prompt)
         if entry is not None:
             self._upcoming[entry.key] = None  # looked at with the prompts before it (one read for several)
         while True:
-            async with turns:
+            if turns is not None:
+                await turns.acquire()
+            try:
                 kind, found = self._take(entry)
-                if isinstance(found, Result):
-                    return found
-                if kind != "wait":
-                    result: Result[Any] | None = None
-                    self._deciding += 1
-                    handed = HANDED.set(self._pending.get(found) if kind == "mine" else None)
-                    try:
-                        result = await decide(prompt, True)
-                        return result
-                    finally:
-                        HANDED.reset(handed)
-                        self._deciding -= 1
-                        self._settle()
-                        if kind == "mine":
-                            self._done(found, result)
+            except BaseException:
+                if turns is not None:
+                    turns.release()
+                raise
+            if kind in ("mine", "unclaimed"):
+                self._deciding += 1
+                return Ticket(key=found, pending=self._pending.get(found) if found is not None else None, turn=turns)
+            if turns is not None:
+                turns.release()
+            if isinstance(found, Result):
+                return Ticket(answer=found)
             run, answer = await self._wait(found)
             if answer is not None and (replayed := self._decode(answer, "cannot replay another worker's answer")) is not None:
-                return replayed
+                return Ticket(answer=replayed)
             if run is not None and (replayed := self._replay(run)) is not None:
-                return replayed
+                return Ticket(answer=replayed)
+
+    def done(self, ticket: Ticket, result: Result[Any] | None) -> None:
+        """The ticket's prompt is decided (``result``; None when its decision raised): its turn and
+        claim are let go, and the workers waiting on it get the answer."""
+        if ticket.answer is not None:
+            return
+        if ticket.turn is not None:
+            ticket.turn.release()
+        self._deciding -= 1
+        self._settle()
+        if ticket.key is not None:
+            self._done(ticket.key, result)
 
     # -- one prompt --------------------------------------------------------------------------
 
     def _entry(self, prompt: Any) -> Entry | None:
         try:
-            return self.ledger._keys.entry(self.stabilizer, prompt)
+            return self.ledger._keys.entry(self.subject, prompt)
         except ConfigError:  # a model without an identity: refused, never a guess
             raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember reports what it cannot store
@@ -146,11 +169,8 @@ class Batch:
         if key in self._held:  # the same prompt again in this batch: wait for the first
             return "wait", key
         answer, holder = self._look(key)
-        fresh = answer is not None and not (ledger.ttl is not None and time.time() - answer.decided > ledger.ttl)
-        if answer is not None and fresh and not self.refresh:
-            replayed = self._decode(answer, "recall failed, deciding afresh")
-            if replayed is not None:
-                return "answer", replayed
+        if answer is not None and (replayed := self._replayable(answer)) is not None:
+            return "answer", replayed
         if holder is not None and holder.live and holder.owner != self.owner and not _gone(holder.owner):
             return "wait", key  # another worker decides it now: no need to try the claim
         try:
@@ -166,11 +186,17 @@ class Batch:
             replayed = self._decode(claim.answer, "cannot replay another worker's answer, deciding afresh")
             return ("answer", replayed) if replayed is not None else ("unclaimed", None)
         self._held[key] = asyncio.get_running_loop().create_future()
-        if claim.run is not None:  # the run the claim opened: the decision's (ledger.begin takes it)
+        if claim.run is not None:  # the run the claim opened: the decision's (its Ticket hands it on)
             self._pending[key] = Pending(ledger, claim.run, key=key, owner=self.owner)
         with self._lock:
             self._renewing.add(key)
         return "mine", key
+
+    def _replayable(self, answer: Answer) -> Result[Any] | None:
+        """The stored answer, replayed, unless it is past the ledger's ttl or the batch refreshes."""
+        if self.refresh or (self.ledger.ttl is not None and time.time() - answer.decided > self.ledger.ttl):
+            return None
+        return self._decode(answer, "recall failed, deciding afresh")
 
     def _look(self, key: str) -> tuple[Answer | None, Holder | None]:
         """``key``'s answer and claim: as looked at with the prompts before it, when that still tells
@@ -192,7 +218,7 @@ class Batch:
 
     def _decode(self, answer: Answer, failed: str) -> Result[Any] | None:
         try:
-            return _codec.decode(answer, self.stabilizer.schema)
+            return _codec.decode(answer, self.subject.schema)
         except Exception as exc:  # noqa: BLE001 - a stored answer that no longer validates: decided afresh
             log.warning("accord ledger: %s (%s)", failed, brief(exc))
             return None
@@ -230,7 +256,7 @@ class Batch:
 
     def _replay(self, run: int) -> Result[Any] | None:
         try:
-            return _codec.decode(self._store.replay(run), self.stabilizer.schema)
+            return _codec.decode(self._store.replay(run), self.subject.schema)
         except Exception as exc:  # noqa: BLE001 - then the prompt is claimed again
             log.warning("accord ledger: cannot replay another worker's answer (%s)", brief(exc))
             return None

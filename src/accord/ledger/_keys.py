@@ -1,6 +1,6 @@
 """The ledger key: everything that decides an answer, as canonical JSON, hashed.
 
-The key of a prompt under a stabilizer is the sha256 (hex) of the canonical JSON (sorted keys, no
+The key of a prompt under a subject is the sha256 (hex) of the canonical JSON (sorted keys, no
 spaces) of ``{"ledger", "model", "policy", "request", "schema"}``: the key format version, the
 model's identity (``backend.identity()``: its name, or for a function an identity derived from
 its code, what it holds and the module globals it reads; never a guess, a ConfigError where none
@@ -9,8 +9,9 @@ chooses the answer (:func:`describe_policy`), the request as passed, and the sch
 (:func:`describe_schema`). Never the environment (device, dtype, host, library versions):
 another worker gets the same key.
 
-Everything but the request (the *context*) is computed once per stabilizer and cached, so a key
-costs one canonical dump of the request and one hash.
+What a key is made of is a :class:`Subject`: the model, the schema and the policy (a Stabilizer is
+one, and so is the run path's ``Decider``). Everything but the request (the *context*) is computed
+once per policy object and cached, so a key costs one canonical dump of the request and one hash.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import inspect
 import threading
 import types
 import weakref
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._errors import ConfigError, LedgerError
 from ..backends._identity import Unnamed, key_path, named, readable
@@ -31,11 +32,27 @@ from ..read._canonical import canonical_key
 from ..schema._schema import Schema
 from ._store import Entry
 
+if TYPE_CHECKING:
+    from ..backends._base import Backend
+    from ..run._policy import Policy
+
 KEY_VERSION = 1  # bump when the key material changes shape: old answers then miss, never go stale
 
 
+class Subject(Protocol):
+    """What decides an answer besides the prompt, as a ledger keys it: the model (its identity),
+    the schema and the policy (``Stabilizer`` has the three)."""
+
+    @property
+    def model(self) -> Backend: ...
+    @property
+    def schema(self) -> Schema[Any]: ...
+    @property
+    def policy(self) -> Policy: ...
+
+
 class Context(NamedTuple):
-    """A stabilizer's part of every key: ``head + request + tail`` is the key's canonical JSON."""
+    """A subject's part of every key: ``head + request + tail`` is the key's canonical JSON."""
 
     head: str
     tail: str
@@ -44,36 +61,42 @@ class Context(NamedTuple):
 
 
 class Keys:
-    """Keys of prompts under stabilizers, with each stabilizer's context cached (thread-safe)."""
+    """Keys of prompts under subjects, with the context of each policy object cached (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._contexts: weakref.WeakKeyDictionary[Any, tuple[Any, Any, str, Context]] = weakref.WeakKeyDictionary()
+        # id(policy) -> (the policy, weakly; the schema; the model identity; the context)
+        self._contexts: dict[int, tuple[weakref.ref[Any], Schema[Any], str, Context]] = {}
 
-    def entry(self, stabilizer: Any, prompt: Any) -> Entry:
-        """The key of ``prompt`` under ``stabilizer``, with its request and context as stored."""
-        context = self.context(stabilizer)
+    def entry(self, subject: Subject, prompt: Any) -> Entry:
+        """The key of ``prompt`` under ``subject``, with its request and context as stored."""
+        context = self.context(subject)
         request = canonical_key(prompt)
         key = hashlib.sha256((context.head + request + context.tail).encode()).hexdigest()
         return Entry(key, request, context.id, context.material)
 
-    def context(self, stab: Any) -> Context:
-        """Everything in the key but the request; recomputed when the stabilizer's policy, schema
-        or model identity is another object than the cached one's. A ConfigError when the model
+    def context(self, subject: Subject) -> Context:
+        """Everything in the key but the request; recomputed when the subject's policy, schema or
+        model identity is another object than the cached one's. A ConfigError when the model
         (or a callable of the policy) has no identity another process would derive the same."""
-        fingerprint = stab.model.identity()
+        fingerprint, policy, schema = subject.model.identity(), subject.policy, subject.schema
         with self._lock:
-            cached = self._contexts.get(stab)
-            if cached and cached[0] is stab.policy and cached[1] is stab.schema and cached[2] == fingerprint:
+            cached = self._contexts.get(id(policy))
+            if cached and cached[0]() is policy and cached[1] is schema and cached[2] == fingerprint:
                 return cached[3]
             ledger, model = canonical_key(KEY_VERSION), canonical_key(fingerprint)
-            policy, schema = canonical_key(describe_policy(stab.policy)), canonical_key(describe_schema(stab.schema))
-            head = f'{{"ledger":{ledger},"model":{model},"policy":{policy},"request":'
-            tail = f',"schema":{schema}}}'
-            material = f'{{"ledger":{ledger},"model":{model},"policy":{policy},"schema":{schema}}}'  # without the request
+            described, shape = canonical_key(describe_policy(policy)), canonical_key(describe_schema(schema))
+            head = f'{{"ledger":{ledger},"model":{model},"policy":{described},"request":'
+            tail = f',"schema":{shape}}}'
+            material = f'{{"ledger":{ledger},"model":{model},"policy":{described},"schema":{shape}}}'  # without the request
             context = Context(head, tail, hashlib.sha256(material.encode()).hexdigest(), material)
-            self._contexts[stab] = (stab.policy, stab.schema, fingerprint, context)
+            self._contexts[id(policy)] = (weakref.ref(policy, self._forget(id(policy))), schema, fingerprint, context)
             return context
+
+    def _forget(self, ident: int) -> Any:
+        """A callback for when the policy ``ident`` names is gone: its context goes too (no lock: it
+        may run inside ``context``, and a dict pop is atomic)."""
+        return lambda _ref: self._contexts.pop(ident, None)
 
 
 def key_prefix(prefix: str) -> str:

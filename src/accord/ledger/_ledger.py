@@ -34,10 +34,10 @@ from .._records import LedgerRecord
 from .._result import Result
 from . import _codec
 from ._batch import Batch
-from ._keys import Keys, key_prefix
+from ._keys import Keys, Subject, key_prefix
 from ._migrations import Copied, copy
 from ._open import exists, is_dsn, open_store, shown
-from ._pending import HANDED, Pending, brief
+from ._pending import Pending, brief
 
 log = logging.getLogger("accord")
 T = TypeVar("T")
@@ -101,42 +101,39 @@ class Ledger:
     def close(self) -> None:
         self._store.close()
 
-    def key(self, stabilizer: Any, prompt: Any) -> str:
-        """The ledger key of ``prompt`` under this stabilizer (a sha256, hex)."""
-        return self._keys.entry(stabilizer, prompt).key
+    def key(self, subject: Subject, prompt: Any) -> str:
+        """The ledger key of ``prompt`` under ``subject`` (a Stabilizer, or what it decides with:
+        model, schema, policy), a sha256 in hex. A ConfigError when the model has no identity."""
+        return self._keys.entry(subject, prompt).key
 
-    # -- what the Stabilizer calls -----------------------------------------------------------
+    # -- what the run path calls (``run._decider``) -------------------------------------------
 
-    def recall(self, stabilizer: Any, prompt: Any) -> Result[Any] | None:
+    def recall(self, subject: Subject, prompt: Any) -> Result[Any] | None:
         """The current accepted answer for ``prompt``, replayed; None on a miss.
 
         A ledger that cannot be read is a miss (with a warning): the run decides afresh.
         """
         try:
-            answer = self._store.answer(self._keys.entry(stabilizer, prompt).key)
+            answer = self._store.answer(self._keys.entry(subject, prompt).key)
             if answer is None or (self.ttl is not None and time.time() - answer.decided > self.ttl):
                 return None
-            return _codec.decode(answer, stabilizer.schema)
+            return _codec.decode(answer, subject.schema)
         except ConfigError:  # a model without an identity: refused, never a guess
             raise
         except Exception as exc:  # noqa: BLE001 - a broken ledger must never stop a run
             log.warning("accord ledger: recall failed, deciding afresh (%s)", brief(exc))
             return None
 
-    def begin(self, stabilizer: Any, prompt: Any) -> Pending | None:
+    def begin(self, subject: Subject, prompt: Any) -> Pending | None:
         """Open a run before its first call, so its ballots are stored as they come.
 
         A run killed mid-way stays in the ledger as ``interrupted``, with the ballots it made:
         history, never replayed. ``remember(..., pending=...)`` completes it. None when the
-        ledger cannot be written (the run goes on; ``remember`` reports the failure).
+        ledger cannot be written (the run goes on; ``remember`` reports the failure). A prompt
+        claimed in a batch needs none: its claim opened the run (``Ticket.pending``).
         """
         try:
-            entry = self._keys.entry(stabilizer, prompt)
-            handed = HANDED.get()
-            if handed is not None and handed.ledger is self and handed.key == entry.key and not handed.begun:
-                handed.begun = True  # opened with the claim, in the same round trip
-                return handed
-            run_id = self._store.open_run(entry)
+            run_id = self._store.open_run(self._keys.entry(subject, prompt))
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - the run goes on; remember stores its ballots
@@ -145,7 +142,7 @@ class Ledger:
         return Pending(self, run_id)
 
     def remember(
-        self, stabilizer: Any, prompt: Any, result: Result[T], refresh: bool = False, pending: Pending | None = None
+        self, subject: Subject, prompt: Any, result: Result[T], refresh: bool = False, pending: Pending | None = None
     ) -> Result[T]:
         """Store the run; return the answer to give the caller.
 
@@ -154,8 +151,8 @@ class Ledger:
         failed write is logged and reported in ``result.ledger`` (``meta["ledger_error"]``).
         """
         try:
-            entry = self._keys.entry(stabilizer, prompt)
-            run = _codec.encode(result, stabilizer.schema)
+            entry = self._keys.entry(subject, prompt)
+            run = _codec.encode(result, subject.schema)
             opened = pending.run_id if pending is not None else None
             owner = pending.owner if pending is not None and pending.key == entry.key else None
             run_id, winner = self._store.store_run(entry, run, refresh=refresh, ttl=self.ttl, opened=opened, release=owner)
@@ -169,15 +166,15 @@ class Ledger:
             return _with_ledger(result, LedgerRecord(error_type=type(exc).__name__, error_message=str(exc)[:500]))
         if winner is not None:
             try:  # the first writer's answer; what this run spent deciding it too is its usage
-                return dataclasses.replace(_codec.decode(self._store.replay(winner), stabilizer.schema), usage=result.usage)
+                return dataclasses.replace(_codec.decode(self._store.replay(winner), subject.schema), usage=result.usage)
             except Exception as exc:  # noqa: BLE001 - then the caller gets its own answer
                 log.warning("accord ledger: cannot replay the first writer's answer (%s)", brief(exc))
         return _with_ledger(result, LedgerRecord(entry.key, run_id))
 
-    def batch(self, stabilizer: Any, *, refresh: bool = False) -> Batch:
-        """The claims of one ``stabilizer.map`` over this ledger, so that workers running the same
-        batch at once decide each prompt once (:mod:`._batch`); a context manager."""
-        return Batch(self, stabilizer, refresh=refresh)
+    def batch(self, subject: Subject, *, refresh: bool = False) -> Batch:
+        """The claims of one batch over this ledger (a ``map``, or one run), so that workers running
+        the same prompts at once decide each once (:mod:`._batch`); a context manager."""
+        return Batch(self, subject, refresh=refresh)
 
     # -- reading it back (the CLI) -----------------------------------------------------------
 

@@ -1,12 +1,12 @@
-"""A run in progress in the ledger, and the run a batch's claim hands to the prompt it decides.
+"""A run in progress in the ledger: its ballots are stored as they are made.
 
-Below both the ledger's front door (:mod:`._ledger`) and the batch (:mod:`._batch`): each
-opens a :class:`Pending` and stores the run's ballots through it as they are made.
+Below both the ledger's front door (:mod:`._ledger`, ``begin``) and the batch (:mod:`._batch`, a
+claim opens the run with it): each opens a :class:`Pending`, and the run path hands it on to the
+run it is for, explicitly, and then to ``remember``.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -19,12 +19,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("accord")
 
-# The run a batch's claim opened for the prompt this task decides now (``Batch.decide`` sets it
-# around the decision): ``begin`` takes it instead of opening another, and ``remember`` lets go
-# of the claim in the transaction that stores the run.
-HANDED: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("accord_ledger_handed", default=None)
-
-
 class Pending:
     """A run in progress: ``record`` stores each ballot as it is made (the run's ``on_ballot``).
 
@@ -36,7 +30,6 @@ class Pending:
         self.ledger = ledger
         self.run_id = run_id
         self.key, self.owner = key, owner
-        self.begun = False  # ``begin`` handed it to the run
         self.released = False
         self.answer: int | None = None
         self._seq = 0

@@ -1,6 +1,7 @@
 """What the run loop and its drivers say to each other: the calls to start (:class:`Call`,
 in a :class:`Step`), what came of each (:class:`Outcome`), a driver's notice that a call waits
-for a shared concurrency limit (:class:`Queued`); and one ballot slot's calls (:class:`Slot`).
+for a shared concurrency limit (:class:`Queued`); the text a streamed call just wrote
+(:class:`Delta`, handed out by the driver); and one ballot slot's calls (:class:`Slot`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ class Queued:
 
     call: Call
     started: bool
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Text a streamed call just wrote."""
+
+    call: Call
+    text: str
 
 
 @dataclass

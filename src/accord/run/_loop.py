@@ -17,7 +17,8 @@ Each turn of the loop:
    first, alone; when unrun ballots may be predicted (a local model with measured noise floors,
    ``_predict``), the slots run one at a time.
 2. ``take_ready`` starts the calls that are ready or whose backoff is over, within
-   ``Budget.max_calls``; ``timeout`` is the time to the next backoff or to the end of
+   ``Budget.max_calls``, and for a ``one_at_a_time`` backend one at a time (the admission: the
+   drivers only call and wait); ``timeout`` is the time to the next backoff or to the end of
    ``Budget.max_seconds``. A driver that shares a concurrency limit (``amap``) says which calls
    wait for a free slot and when each reaches the model (:class:`Queued`): a call still waiting
    when the run ends was never a model call (no ballot), and time during which every call of
@@ -26,7 +27,8 @@ Each turn of the loop:
    normalize -> validate -> canonicalize, ``_read``, in :meth:`Absorb.read`) and the ballot
    recorded (:meth:`_Run.record`, the one place a ballot is made). Then the slot is finished
    (valid: cast in the ballot box), asked again (invalid, cut off, a transient fault), or ended:
-   the rules are in ``_absorb``'s docstring.
+   the rules are in ``_absorb``'s docstring. A call that raised KeyboardInterrupt or SystemExit
+   is not a ballot: it is raised here, once the calls that finished beside it are recorded.
 
 4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
    fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,
@@ -39,6 +41,7 @@ a call starts (``take_ready``), a ballot is recorded (``record``), a slot asks a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -148,7 +151,11 @@ class _Run(Absorb):
             budget = self.policy.budget.max_seconds
             self.read_until = None if budget is None else max(now + budget - self.spent(now), now + READ_GRACE)
             for done in sorted(outcomes, key=lambda o: o.call.id):  # the same order under any driver
-                self.absorb(done, now)
+                if done.error is None or not escapes(done.error):
+                    self.absorb(done, now)
+            for done in outcomes:
+                if done.error is not None and escapes(done.error):
+                    raise done.error  # a KeyboardInterrupt: the calls that finished beside it are recorded first
             now = self.clock()  # reading took time too: the budget is judged after it
             self.note_idle(now)
             verdict = self.box.verdict() or self.over_budget(now)
@@ -161,11 +168,16 @@ class _Run(Absorb):
             self.schedule()
 
     def take_ready(self, now: float) -> list[Call]:
+        """The calls to start now: those ready or whose backoff is over, within ``Budget.max_calls``;
+        for a ``one_at_a_time`` backend only one, once none of the run's is in flight (the others
+        stay ready, in order, and take no slot of a concurrency limit meanwhile)."""
         due = [call for when, call in self.delayed if when <= now]
         self.delayed = [(when, call) for when, call in self.delayed if when > now]
+        ready = self.ready + due
+        room = len(ready) if not self.backend.one_at_a_time else 0 if self.in_flight else 1
         starts = []
         limit = self.policy.budget.max_calls
-        for call in self.ready + due:
+        for call in ready[:room]:
             if limit is not None and self.started >= limit:
                 break  # over the call budget: never started; the run ends once nothing is left to run
             self.started += 1
@@ -174,7 +186,7 @@ class _Run(Absorb):
             self.began[call.id] = now
             if self.watch is not None:
                 self.watch.request(call)
-        self.ready = []
+        self.ready = ready[room:]
         return starts
 
     def timeout(self, now: float) -> float | None:
@@ -331,6 +343,11 @@ class _Run(Absorb):
                 log.exception("on_ballot callback failed")
         if self.watch is not None:
             self.watch.ballot(ballot)
+
+
+def escapes(error: BaseException) -> bool:
+    """Whether a call's error must propagate (KeyboardInterrupt, SystemExit) rather than fail the call."""
+    return not isinstance(error, Exception | asyncio.CancelledError)
 
 
 def source_text(prompt: Prompt) -> str:
