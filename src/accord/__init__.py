@@ -17,6 +17,7 @@ from ._errors import (
     OutputError,
     UnsupportedSchema,
 )
+from ._records import Fieldwise, Fragility, LedgerRecord, Referral
 from ._result import Ballot, Result, StopReason
 from ._retry import Budget, Retry
 from ._stabilizer import Stabilizer
@@ -60,11 +61,14 @@ __all__ = [
     "Decisive",
     "Extract",
     "Feedback",
+    "Fieldwise",
+    "Fragility",
     "Grammar",
     "Hooks",
     "InvalidOutput",
     "Ledger",
     "LedgerError",
+    "LedgerRecord",
     "MarginGate",
     "ModelNotInstalled",
     "NoConsensus",
@@ -76,6 +80,7 @@ __all__ = [
     "Prices",
     "Prompting",
     "Prose",
+    "Referral",
     "Regex",
     "Request",
     "Result",
