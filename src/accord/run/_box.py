@@ -52,7 +52,8 @@ class Verdict(NamedTuple):
     @property
     def accepted(self) -> bool:
         """The vote accepted the winner (the Result is stable)."""
-        return StopReason(self.reason).accepted  # a stop rule's own reason too
+        reason = self.reason
+        return (reason if type(reason) is StopReason else StopReason(reason)).accepted  # a stop rule's own reason too
 
 
 @dataclass

@@ -51,8 +51,12 @@ class Decisions:
             return self.prose
         found = self.prose
         for pattern in self.auto:
-            if pattern not in found and any(isinstance(v, str) and self.written(v) for v in values_at(form, pattern)):
-                found = found | {pattern}
+            if pattern in found:
+                continue
+            for value in values_at(form, pattern):  # a loop, not any(...): this runs for every ballot
+                if isinstance(value, str) and self.written(value):
+                    found = found | {pattern}
+                    break
         return found
 
     def observe(self, form: Any) -> bool:
