@@ -98,7 +98,12 @@ def _member_named(data: str, members: list[Any], path: tuple[Any, ...], said: Sa
             return value
     if said is None or folded:
         return data
-    read = choice(data, members, nested=True)
+    return _taken(choice(data, members, nested=True), data, path, said)
+
+
+def _taken(read: Any, data: Any, path: tuple[Any, ...], said: Said) -> Any:
+    """What a word or number reader said of ``data``: its value (with its note recorded), or
+    ``data`` unchanged when it read nothing or refused (the refusal recorded)."""
     if isinstance(read, Refusal):
         said.refuse(path, read)
         return data
@@ -132,15 +137,8 @@ def _numeric(data: Any, integer: bool, path: tuple[Any, ...], said: Said) -> Any
         if type(data) is str:
             said.note(path, "numeric string as a number")
         return out
-    read = number(out, integer, nested=True)
-    if isinstance(read, Refusal):
-        said.refuse(path, read)
-        return out
-    if read is None:
-        return out
-    if read[1] is not None:
-        said.note(path, read[1])
-    return _integer(read[0]) if integer else read[0]
+    value = _taken(number(out, integer, nested=True), out, path, said)
+    return _integer(value) if integer and value is not out else value
 
 
 def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) -> Any:
@@ -151,15 +149,7 @@ def _boolean(data: Any, path: tuple[Any, ...] = (), said: Said | None = None) ->
         if exact is not None and said is not None:
             said.note(path, f"{data!r} as {'true' if exact else 'false'}")
         return data if exact is None else exact
-    read = boolean(data)
-    if isinstance(read, Refusal):
-        said.refuse(path, read)
-        return data
-    if read is None:
-        return data
-    if read[1] is not None:
-        said.note(path, read[1])
-    return read[0]
+    return _taken(boolean(data), data, path, said)
 
 
 def iso(text: str, fmt: str) -> str:
