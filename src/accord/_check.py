@@ -20,12 +20,20 @@ import math
 import types
 import typing
 import unicodedata
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._errors import ConfigError, UnsupportedSchema
 
 MAX_K = 1000  # ballots per run: each is at least one model call; more is a typo, not a policy
+
+
+def deprecated(old: str, new: str, stacklevel: int = 2) -> None:
+    """The one DeprecationWarning of a spelling of the release before: ``old`` as the user wrote
+    it, ``new`` what to write now. ``stacklevel``: as ``warnings.warn`` counts it from the caller."""
+    warnings.warn(f"{old} is deprecated: use {new} (the old spelling goes in the next release)", DeprecationWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def _name(owner: str, name: str) -> str:

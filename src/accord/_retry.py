@@ -117,8 +117,7 @@ class Budget:
 
     def __post_init__(self, max_tokens: int | None) -> None:
         if max_tokens is not None:
-            warnings.warn("Budget(max_tokens=...) is deprecated: it is the run's total, now spelled "
-                          "Budget(max_total_tokens=...)", DeprecationWarning, stacklevel=3)
+            _check.deprecated("Budget(max_tokens=...)", "Budget(max_total_tokens=...), the run's total", stacklevel=3)
             if self.max_total_tokens is not None:
                 raise ConfigError("Budget takes max_total_tokens= (max_tokens= is its deprecated name), not both")
             object.__setattr__(self, "max_total_tokens", max_tokens)

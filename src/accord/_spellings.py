@@ -14,10 +14,10 @@ together::
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import _check
 from ._errors import ConfigError
 from ._types import Settings
 from .prompt._prompting import Prompting
@@ -38,7 +38,6 @@ MOVED = {
     "perturb": ("vote", "perturb"),
 }
 _KINDS: dict[str, type] = {"settings": Settings, "prompting": Prompting, "extract": Extract, "vote": Vote}
-_NEW_NAME = {"settings": "Settings", "prompting": "Prompting", "extract": "Extract", "vote": "Vote"}
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,10 @@ def grouped(old: dict[str, Any], given: dict[str, Any]) -> Grouped:
     moved: dict[str, dict[str, Any]] = {}
     for name, value in old.items():
         if name == "on_ballot":
-            _warn("on_ballot=...", "hooks=accord.Hooks(after_ballot=...)")
+            _check.deprecated("Stabilizer(on_ballot=...)", "hooks=accord.Hooks(after_ballot=...)", stacklevel=3)
             continue
         home, attribute = MOVED[name]
-        _warn(f"{name}=...", f"{home}=accord.{_NEW_NAME[home]}({attribute}=...)")
+        _check.deprecated(f"Stabilizer({name}=...)", f"{home}=accord.{_KINDS[home].__name__}({attribute}=...)", stacklevel=3)
         moved.setdefault(home, {})[attribute] = value
     for home, changes in moved.items():
         made[home] = replace(made[home], **changes)
@@ -74,10 +73,7 @@ def grouped(old: dict[str, Any], given: dict[str, Any]) -> Grouped:
 def telemetry_default(telemetry: Any) -> Any:
     """``telemetry=True`` (deprecated) is the default, None."""
     if telemetry is True:
-        _warn("telemetry=True", "nothing (spans are on when the application has a tracer provider), or accord.Telemetry(...)")
+        _check.deprecated("Stabilizer(telemetry=True)", "nothing (spans are on when the application has a tracer provider), or "
+                          "accord.Telemetry(...)", stacklevel=3)
         return None
     return telemetry
-
-
-def _warn(old: str, new: str) -> None:
-    warnings.warn(f"Stabilizer({old}) is deprecated: use {new}", DeprecationWarning, stacklevel=4)

@@ -52,11 +52,11 @@ where the backend does not know it; it too never ``getattr``s a backend:
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import _check
 from .._errors import AccordError, BackendError, ConfigError
 from .._threads import spawn
 from .._types import Completion, Prompt, Request, Settings
@@ -102,8 +102,7 @@ class Noise:
     @property
     def reference(self) -> float | None:
         """``float32_floor``'s older name (deprecated)."""
-        warnings.warn("Noise.reference is deprecated and goes in the next release: use Noise.float32_floor", DeprecationWarning,
-                      stacklevel=2)
+        _check.deprecated("Noise.reference", "Noise.float32_floor")
         return self.float32_floor
 
     @classmethod

@@ -8,9 +8,9 @@ names the new one.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
+from .. import _check
 from .._errors import ConfigError
 
 MISSING: Any = object()  # an option not given
@@ -18,8 +18,7 @@ MISSING: Any = object()  # an option not given
 
 def deprecated(old: str, new: str, where: str, stacklevel: int = 4) -> None:
     """Warn that ``where(old=...)`` is spelled ``where(new)`` now (``new`` as it is written)."""
-    warnings.warn(f"{where}({old}=...) is deprecated and goes in the next release: use {new}", DeprecationWarning,
-                  stacklevel=stacklevel)
+    _check.deprecated(f"{where}({old}=...)", new, stacklevel)
 
 
 def renamed(options: dict[str, Any], old: str, new: str, where: str, given: Any = MISSING) -> Any:
