@@ -38,9 +38,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 log = logging.getLogger("accord")
 
-DEFAULT_VOTE = Vote()  # k=5, the margin gate on
-
-
 class Options(TypedDict, total=False):
     """The keyword options of :class:`Stabilizer` (for type checkers; the signature is the truth).
 
@@ -251,8 +248,6 @@ def _policy(model: Backend, schema: Schema[Any], options: Grouped, given: dict[s
         settings=options.settings,
         hint=prompting.schema_in_prompt,
         normalizers=tuple(extract.normalize),
-        plurality=vote.on_no_consensus == "plurality",
-        strict=vote.on_no_consensus == "strict",
         on_ballot=options.on_ballot,
         # Ballot i > 0 runs under a perturbation when the backend can apply one (local models).
         perturb=vote.perturb if vote.perturb is not None else (Perturb() if model.perturbable else None),

@@ -116,7 +116,7 @@ def describe_schema(schema: Schema[Any]) -> dict[str, Any]:
 
 # Policy fields that decide whether and how fast a run ends, never which answer it accepts.
 # Everything else is in the key, new fields included: a miss is better than a stale hit.
-_POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "plurality", "strict", "prices"})
+_POLICY_NOT_IN_KEY = frozenset({"budget", "on_ballot", "prices"})
 # In the key once set, left out while unset: keys written before they existed stay the same.
 _POLICY_IN_KEY_WHEN_SET = frozenset({"system", "examples"})
 # Vote(on_no_consensus=) is not in the key (it never was, as a Stabilizer option); Vote(perturb=) is,

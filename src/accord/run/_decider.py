@@ -103,12 +103,10 @@ class Decider(Generic[T]):
         watch = self.watch(prompt, streaming)
         try:
             result = self.recall(prompt, refresh)
-            if result is None and self.ledger is not None:
-                with self.ledger.batch(self, refresh=refresh) as claims:  # the prompt's claim: a batch of one
-                    ticket = run_coroutine(claims.claim(prompt))
+            if result is None:
+                with self._claims(refresh) as claims:
+                    ticket = run_coroutine(claims.claim(prompt)) if claims is not None else None
                     result = yield from self._decided(prompt, refresh, ticket, claims, watch=watch, streaming=streaming)
-            elif result is None:
-                result = yield from self._decided(prompt, refresh, None, None, watch=watch, streaming=streaming)
         except BaseException as exc:  # GeneratorExit too: the reader stopped early
             if watch is not None:
                 watch.crash(exc)

@@ -24,11 +24,19 @@ class Policy:
     settings: Settings = field(default_factory=Settings)
     hint: bool = True
     normalizers: tuple[Callable[[str], str], ...] = ()
-    plurality: bool = False
-    strict: bool = False  # no quorum is NoConsensus even when no valid ballot dissents (_outcome)
     on_ballot: Callable[[Ballot], Any] | None = None
     perturb: Any = None
     extract: Extract = field(default_factory=Extract)
     system: str | None = None
     examples: tuple[tuple[str, str], ...] = ()  # (input, output as rendered), see _examples
     prices: Prices | None = None
+
+    @property
+    def plurality(self) -> bool:
+        """No quorum returns the plurality winner (``Vote(on_no_consensus="plurality")``)."""
+        return self.vote.on_no_consensus == "plurality"
+
+    @property
+    def strict(self) -> bool:
+        """No quorum is NoConsensus even when no valid ballot dissents (``"strict"``; ``_outcome``)."""
+        return self.vote.on_no_consensus == "strict"
