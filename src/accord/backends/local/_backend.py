@@ -25,6 +25,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+from ... import _check
 from ..._errors import AccordError, BackendError, ConfigError
 from ..._threads import aiterate, spawn
 from ..._types import Completion, Prompt, Request, Settings, Usage
@@ -91,8 +92,7 @@ class TransformersBackend(Backend):
         self.threads = threads
         self.compile_timeout = compile_timeout
         self.default_max_tokens = max_tokens
-        if not isinstance(stop_loops, bool):
-            raise ConfigError(f"stop_loops must be True or False, got {stop_loops!r}")
+        _check.boolean("", "stop_loops", stop_loops)
         self.stop_loops = stop_loops
         start = time.perf_counter()
         self.model, self.tokenizer, self.path = open_model(model_or_path, tokenizer, dtype, device, trust_remote_code)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ... import _check
 from ..._errors import ConfigError
 from .._renamed import deprecated
 
@@ -43,11 +44,8 @@ class Margins:
     dtype_label: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.logprobs, bool):
-            raise ConfigError(f"Margins(logprobs=...) must be True or False, got {self.logprobs!r}")
-        top = self.top_logprobs
-        if isinstance(top, bool) or not isinstance(top, int) or not 2 <= top <= 20:
-            raise ConfigError(f"top_logprobs must be an int from 2 to 20, got {top!r}")
+        _check.boolean("Margins", "logprobs", self.logprobs)
+        _check.integer("Margins", "top_logprobs", self.top_logprobs, low=2, high=20)
         floor = self.noise_floor
         if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor >= 0):
             raise ConfigError(f"noise_floor must be >= 0 or None, got {floor!r}")
@@ -100,12 +98,10 @@ def checked(model: Any, max_tokens: Any, structured: Any, streamed: Any) -> None
     """A ConfigError for a model name, output budget, ``structured`` or ``streamed`` it cannot take."""
     if model is not None and (not isinstance(model, str) or not model):
         raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    _check.integer("", "max_tokens", max_tokens)
     if structured not in STRUCTURED:
         raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
-    if not isinstance(streamed, bool):
-        raise ConfigError(f"streamed must be True or False, got {streamed!r}")
+    _check.boolean("", "streamed", streamed)
 
 
 DEFAULT_MARGINS = Margins()
