@@ -29,9 +29,8 @@ Example = tuple[str, str]  # (input, output as the model should write it)
 
 
 def render_examples(schema: Schema[Any], examples: Iterable[Any]) -> tuple[Example, ...]:
-    """The examples, each output validated against ``schema`` and rendered as text."""
-    if isinstance(examples, (str, bytes)) or not isinstance(examples, Iterable):
-        raise ConfigError("examples= takes a list of (input, output) pairs")
+    """The examples (a list, as :class:`~accord.Prompting` checked), each output validated
+    against ``schema`` and rendered as text."""
     rendered = []
     for index, example in enumerate(examples):
         if not isinstance(example, (tuple, list)) or len(example) != 2:
