@@ -118,7 +118,7 @@ def test_the_retry_carries_the_bound_and_the_next_loop_adds_its_own() -> None:
     tags = '{"category": "technical", "tags": ["setup", ' + '"tutorial", ' * 8
     summary = '{"category": "billing", "tags": ["refund"], "summary": "' + SENTENCE * 3
     model = models.scripted([looped(tags), looped(summary), "not json at all", GOOD])
-    result = Stabilizer(model, Ticket, vote=Vote(k=1), retry=Retry(attempts=4)).run("Ticket: charged twice.")
+    result = Stabilizer(model, Ticket, vote=Vote(k=1), retry=Retry(attempts=4, close_prose=False)).run("Ticket: charged twice.")
     assert result.value is not None and result.value.summary == "Charged twice."
     schemas = [request.schema for request in model.requests]
     assert schemas[0].json_schema == TICKET.json_schema
@@ -134,7 +134,7 @@ def test_a_bounded_retry_is_still_validated_against_the_run_s_schema() -> None:
 
     text = '{"summary": "' + "ok. " * 20
     model = models.scripted([looped(text), '{"summary": "longer than the bound, and valid"}'])
-    result = Stabilizer(model, Note, vote=Vote(k=1), retry=Retry(attempts=2)).run("q")
+    result = Stabilizer(model, Note, vote=Vote(k=1), retry=Retry(attempts=2, close_prose=False)).run("q")
     assert (model.requests[1].schema.json_schema or {})["properties"]["summary"]["maxLength"] == 4  # "ok. "
     assert result.value is not None and result.value.summary == "longer than the bound, and valid"
     floor = Schema({"type": "object", "properties": {"summary": {"type": "string", "minLength": 20}}})

@@ -1,5 +1,7 @@
 """Prose is bounded: a loop ends a ballot early, as a typed ``loop`` failure retried with
 feedback (never with more tokens); a cut or a loop is named in the error; a run has a time bound.
+On the local backend a loop in a prose string closes that string instead, within the call (the
+decision around it is what the ballot is for), and so does a loop among a list of labels.
 
 The detector (``accord.read._loops``) on the loops the embedded model really writes and on values
 that repeat for a reason; the run loop on scripted completions; the HTTP backend against
@@ -9,6 +11,7 @@ tests/fake_upstream.py streaming a loop forever; the embedded model stopped in a
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any, Literal
 
@@ -36,6 +39,8 @@ class Ticket(BaseModel):
     summary: str
 
 
+# A loop in a decisive field is asked again with feedback; one in prose is closed (test below).
+DECISIVE_SUMMARY = Vote(k=1, gate=None, roles={"summary": "decisive"})
 GOOD = '{"category": "billing", "priority": 2, "needs_human": true, "tags": ["refund"], "summary": "Charged twice."}'
 HEAD = '{"category": "billing", "priority": 2, "needs_human": true, "tags": ["refund"], "summary": "'
 SENTENCE = "I'm disputing with my bank now. "
@@ -143,7 +148,7 @@ def looped(text: str = HEAD + SENTENCE * 3, tokens: int = 40) -> Completion:
 
 def test_a_loop_is_recorded_and_asked_again_with_feedback_never_more_tokens() -> None:
     model = models.scripted([looped(), GOOD])
-    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), max_tokens=256).run("Ticket: charged twice.")
+    result = Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, max_tokens=256).run("Ticket: charged twice.")
     assert result.value is not None and result.value.summary == "Charged twice."
     first = result.ballots[0]
     assert first.status == "invalid" and first.finish_reason == "loop"
@@ -163,7 +168,7 @@ def test_a_loop_is_recorded_and_asked_again_with_feedback_never_more_tokens() ->
 def test_when_every_attempt_loops_the_error_says_so() -> None:
     model = models.scripted([looped()] * 3)
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY).run("Ticket: charged twice.")
     message = str(caught.value)
     assert message.startswith("no valid output in 3 calls (3 looped); last: the output looped in `summary`")
     assert "Field required" not in message
@@ -174,7 +179,7 @@ def test_a_cut_off_without_a_loop_names_the_cut_and_the_field_and_is_grown() -> 
     cut = Completion(HEAD + "The customer was charged twice for one order and", "length")
     model = models.scripted([cut, cut, cut])
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), max_tokens=64).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, max_tokens=64).run("Ticket: charged twice.")
     message = str(caught.value)
     assert message == ("no valid output in 3 calls (3 cut off at max_tokens); "
                        "last: the output was cut off at max_tokens=256 inside `summary`")
@@ -186,9 +191,41 @@ def test_a_cut_off_without_a_loop_names_the_cut_and_the_field_and_is_grown() -> 
 def test_a_budget_that_runs_out_on_loops_names_them() -> None:
     model = models.scripted([looped()] * 9)
     with pytest.raises(accord.BudgetExceeded) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=3, gate=None), budget=Budget(max_calls=4)).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=Vote(k=3, gate=None, roles={"summary": "decisive"}), budget=Budget(max_calls=4)).run(
+            "Ticket: charged twice."
+        )
     assert caught.value.cause == "invalid output (loop)"
     assert "4 of 4 failed calls: looped (last: the output looped in `summary`" in str(caught.value)
+
+
+def test_a_loop_in_prose_is_closed_where_it_began_in_one_call() -> None:
+    model = models.scripted([looped(HEAD + "Charged twice. " + SENTENCE * 3), GOOD])
+    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
+    (ballot,) = result.ballots
+    assert ballot.status == "valid" and ballot.finish_reason == LOOP  # as the backend said; the text closed after it
+    summary = result.value.summary  # up to the end of a sentence in the loop's first stretch
+    assert summary in ("Charged twice.", "Charged twice. I'm disputing with my bank now."), summary
+    assert result.value.category == "billing" and result.value.tags == ["refund"]
+    (closed,) = ballot.meta["closed_loops"]
+    assert closed["path"] == "summary" and closed["closed"] == "read" and "disputing with my bank" in closed["stretch"]
+
+
+def test_a_cut_inside_prose_is_closed_where_it_was_cut_and_a_cut_before_a_required_field_is_not() -> None:
+    model = models.scripted([Completion(HEAD + "Charged twi", "length"), GOOD])
+    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
+    assert result.calls == 1 and result.value is not None and result.value.summary == "Charged twi"
+
+    class Note(BaseModel):
+        summary: str
+        priority: int
+
+    cut = '{"summary": "Charged twi'
+    model = models.scripted([Completion(cut, "length"), '{"summary": "Charged twice.", "priority": 2}'])
+    result = Stabilizer(model, Note, vote=Vote(k=1, gate=None)).run("Ticket: charged twice.")
+    assert result.calls == 2 and result.value.priority == 2, "the closed text lacks `priority`: asked again"
+    model = models.scripted([Completion(HEAD + "Charged twi", "length"), GOOD])
+    result = Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), retry=Retry(close_prose=False)).run("Ticket: charged twice.")
+    assert result.calls == 2 and result.value.summary == "Charged twice.", "close_prose=False: asked again"
 
 
 def test_a_value_that_closed_before_the_loop_is_kept() -> None:
@@ -305,6 +342,17 @@ def test_a_whole_answer_that_loops_to_max_tokens_is_a_loop_found_after_the_fact(
 BANK = "Summarize this support ticket. Ticket: I was charged twice. I'm disputing with my bank now. I'm disputing with my bank now."
 
 
+def test_the_embedded_model_looping_in_prose_closes_the_string_within_the_call(local_model: Any) -> None:
+    result = Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None)).run(BANK)
+    (ballot,) = result.ballots  # one call: the loop closed the summary, the ballot went on to a valid end
+    assert ballot.status == "valid" and ballot.finish_reason == "stop"
+    (closed,) = ballot.meta["closed_loops"]
+    assert closed["path"] == "summary" and "disputing with my bank" in closed["stretch"] and closed["dropped_tokens"] > 0
+    summary = result.value.summary
+    assert summary.count(closed["stretch"].strip()) <= 1, "the repeats past the first stretch are dropped"
+    assert ballot.usage.completion_tokens is not None and ballot.usage.completion_tokens < 128, "closed well before max_tokens=256"
+
+
 def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback(local_model: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Request] = []
     generate = local_model.generate
@@ -315,7 +363,7 @@ def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback
 
     monkeypatch.setattr(local_model, "generate", recording)
     try:
-        ballots = Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None), retry=Retry(attempts=2)).run(BANK).ballots
+        ballots = Stabilizer(local_model, Ticket, vote=DECISIVE_SUMMARY, retry=Retry(attempts=2)).run(BANK).ballots
     except accord.InvalidOutput as error:
         ballots = error.result.ballots  # the retry may loop too: what is tested is how it was asked
     first = ballots[0]
@@ -331,7 +379,7 @@ def test_the_embedded_model_is_stopped_in_its_loop_and_asked_again_with_feedback
 
 def test_the_embedded_model_looping_on_every_attempt_ends_in_an_error_that_says_so(local_model: Any) -> None:
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None), retry=Retry(attempts=1)).run(BANK)
+        Stabilizer(local_model, Ticket, vote=DECISIVE_SUMMARY, retry=Retry(attempts=1)).run(BANK)
     assert str(caught.value).startswith("no valid output in 1 calls (1 looped); last: the output looped in `summary`: ")
     assert "Field required" not in str(caught.value)
 
@@ -341,3 +389,68 @@ def test_the_embedded_model_looping_on_every_attempt_ends_in_an_error_that_says_
 def test_a_loop_switch_that_is_not_a_bool_is_a_config_error(make: Any) -> None:
     with pytest.raises(accord.ConfigError, match="must be True or False"):
         make()
+
+
+# -- the local backend closes a loop in prose or among labels (backends/local/_loops) ------------
+
+from accord.backends.local._loops import LoopStop, trimmed  # noqa: E402
+
+
+def _stop(**options: Any) -> LoopStop:
+    return LoopStop(None, 0, None, **options)
+
+
+def test_a_loop_in_a_prose_string_is_closed_with_a_quote_and_elsewhere_ends_the_call() -> None:
+    text = HEAD + SENTENCE * 3
+    loop = find_loop(text, early=True)
+    assert loop is not None and loop.path == "summary"
+    assert _stop(prose=frozenset({"summary"})).closer(loop, text) == '"'
+    assert _stop().closer(loop, text) is None, "summary decisive (not in the run's prose): the call ends"
+    assert _stop(prose=frozenset({"summary"})).closer(loop, text + "\\") is None, "after a backslash a quote is escaped"
+
+
+def test_a_loop_among_labels_closes_the_list_and_is_found_on_three_stretches() -> None:
+    inside = '{"tags": ["refund' + '", "card", "refund' * 3
+    stop = _stop(labels=frozenset({"tags[]"}))
+    assert find_loop(inside, early=True) is None, "the early rule for structure wants 8 stretches"
+    loop = stop.repeated_labels(inside)
+    assert loop is not None and loop.path == "tags[]"
+    assert stop.closer(loop, inside) == '"]'
+    after = inside + '"'
+    assert stop.closer(find_loop(after) or loop, after) == "]"
+    assert _stop().repeated_labels(inside) is None, "no labels: nothing closed sooner"
+
+
+def test_a_long_prose_string_is_closed_at_its_bound_or_near_the_end_of_the_call() -> None:
+    stop = _stop(prose=frozenset({"summary"}), prose_tokens=10, max_tokens=100)
+    assert not stop.too_long(HEAD, 20)  # opened at token 20
+    assert not stop.too_long(HEAD + "abc", 29)
+    assert stop.too_long(HEAD + "abcd", 30), "ten tokens into the string"
+    late = _stop(prose=frozenset({"summary"}), prose_tokens=1000, max_tokens=100)
+    assert not late.too_long(HEAD, 50) and late.too_long(HEAD + "x", 80), "24 tokens of the call left"
+    assert not _stop(prose=frozenset({"note"}), prose_tokens=1, max_tokens=10).too_long(HEAD + "x" * 50, 9), "not prose"
+
+
+def test_the_trim_drops_the_repeats_up_to_the_closing_token() -> None:
+    pieces = [HEAD, *(["I'm", " disputing", " with", " my", " bank", " now", ". "] * 3), '"}']
+    text = "".join(pieces[:-1])
+    loop = find_loop(text, early=True)
+    assert loop is not None
+    closer = len(pieces) - 1
+    ((first, end),) = trimmed(list(range(len(pieces))), tuple(pieces), [(loop, closer, "summary", '"')])
+    assert end == closer
+    kept = json.loads("".join(pieces[:first] + pieces[end:]))
+    assert kept["summary"].count("disputing") == 1 and kept["category"] == "billing"
+    assert trimmed([0, 1], None, [(loop, 1, "summary", '"')]) == [], "pieces unknown: nothing dropped"
+    assert trimmed([0, 1], ("a", "b"), [(None, 1, "summary", '"')]) == [], "closed at the bound: nothing dropped"
+
+
+def test_the_trim_among_labels_keeps_whole_items() -> None:
+    head = '{"tags": ["refund'
+    pieces = [head, *(['",', ' "', "card", '",', ' "', "refund"] * 3)]
+    text = "".join(pieces)
+    loop = find_loop(text)
+    assert loop is not None and loop.path == "tags[]"
+    pieces.append('"]}')
+    ((first, end),) = trimmed(list(range(len(pieces))), tuple(pieces), [(loop, len(pieces) - 1, "tags[]", '"]')])
+    assert json.loads("".join(pieces[:first] + pieces[end:]))["tags"] in (["refund", "card", "refund"], ["refund", "card"])

@@ -121,6 +121,7 @@ def retry(r: Any) -> None:
     number("Retry", "grow_max_tokens", r.grow_max_tokens, low=1.0)
     number("Retry", "max_wait", r.max_wait)
     boolean("Retry", "grow_loops", r.grow_loops)
+    boolean("Retry", "close_prose", r.close_prose)
 
 
 def budget(b: Any) -> None:

@@ -38,6 +38,12 @@ class Retry:
     greedy decoding that repeats one stretch back to back repeats it to any length.
     ``grow_loops=True`` is deprecated: it still grows a loop found at a ``max_tokens`` cut, as
     before (a loop stopped early is always asked again with feedback).
+    ``close_prose``: a ballot that ran out inside a prose field (``schema/_roles``: it looped in
+    a summary, or was still writing one at ``max_tokens``) is closed there and kept when that is
+    valid, in the same call: the string keeps what came before the loop (``read/_close``; a local
+    model closes it while decoding, and a loop among a list of labels too,
+    ``backends/local/_loops``), and ``Ballot.meta["closed_loops"]`` records it. ``False``: such a
+    ballot is asked again like any other loop or cut.
     ``stop`` / ``transport_stop`` override the attempt counts with any tenacity stop.
     ``max_wait`` caps any single wait, a server's Retry-After included (seconds).
     """
@@ -50,6 +56,7 @@ class Retry:
     transport_stop: Any = None
     max_wait: float = 60.0
     grow_loops: bool = False
+    close_prose: bool = True
 
     def __post_init__(self) -> None:
         _check.retry(self)

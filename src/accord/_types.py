@@ -94,6 +94,9 @@ class Request:
     ``examples=``, the message list that puts them first). ``input`` is what a
     text backend should send: the prompt, plus a short rendering of the schema when the backend
     cannot constrain its output, plus one feedback block on a retry. It never grows with attempts.
+    ``prose``: the paths the run treats as prose (``schema/_roles``: ``summary``,
+    ``items[].note``), where a local backend closes a string that loops instead of ending the call;
+    ``labels``: the items of the lists voted as sets of labels (``tags[]``), closed the same way.
     """
 
     prompt: Prompt
@@ -105,6 +108,8 @@ class Request:
     feedback: Feedback | None = None
     perturbation: Any = None
     deadline: float | None = None  # seconds the run's budget has left when the call starts
+    prose: frozenset[str] = frozenset()
+    labels: frozenset[str] = frozenset()
 
     @property
     def messages(self) -> list[Message]:
@@ -146,7 +151,10 @@ class Completion:
     ballot for the reader. A Completion that names one of the three only in its ``meta`` (as a
     model function could before these fields) has the field filled from there.
     ``steps`` is what an OpenAI exchange hands its backend to learn from (:class:`TokenSteps`),
-    taken off before the Completion leaves the backend; never serialized.
+    taken off before the Completion leaves the backend; never serialized. ``closed_loops``: the
+    values closed where they ran out, within the call or after it (``read/_close``,
+    ``backends/local/_loops``), each as ``{"path", "stretch", ...}``; a ballot's
+    ``meta["closed_loops"]``.
     """
 
     text: str
@@ -160,6 +168,7 @@ class Completion:
     engine: str | None = None
     system_fingerprint: str | None = None
     steps: TokenSteps | None = field(default=None, repr=False, compare=False)
+    closed_loops: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.meta:

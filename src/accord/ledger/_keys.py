@@ -123,6 +123,7 @@ _POLICY_IN_KEY_WHEN_SET = frozenset({"system", "examples"})
 # as the policy's ``perturb``, where it has always been.
 _VOTE_NOT_IN_KEY = ("on_no_consensus", "perturb")
 _RETRY_NOT_IN_KEY = frozenset({"wait", "transport_attempts", "transport_stop"})
+_RETRY_NEW_SINCE_V1 = frozenset({"close_prose"})  # in the key only when set away from its default
 # Policy fields added after the first key format: in the key only when set away from their
 # default, so the answers a ledger holds from before they existed still replay (the default is
 # what those runs did: the lenient reader reads every valid JSON value unchanged).
@@ -146,7 +147,8 @@ def describe_policy(policy: Any) -> dict[str, Any]:
         if f.name in _NEW_SINCE_V1 and f.default_factory is not dataclasses.MISSING and value == f.default_factory():
             continue
         if f.name == "retry":
-            kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY]
+            kept = [g.name for g in dataclasses.fields(value) if g.name not in _RETRY_NOT_IN_KEY
+                    and not (g.name in _RETRY_NEW_SINCE_V1 and getattr(value, g.name) == g.default)]
             out["retry"] = {name: describe(getattr(value, name)) for name in kept}
         elif f.name == "vote":
             vote = {**describe(value), "quorum": value.needed, "early_stop": describe(value.stop_rule)}

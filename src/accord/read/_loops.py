@@ -215,6 +215,18 @@ def path_at(text: str, offset: int) -> tuple[str | None, bool]:
     return _dotted(scan.stack), (scan.in_string and not scan.is_key) or not scan.stack
 
 
+def open_values(text: str) -> str:
+    """What closes every value open at the end of a JSON text outside any string: ``"}"`` for
+    ``{"a": 1``, ``"]}"`` for ``{"a": [1``."""
+    scan = _PathScan()
+    for char in text:
+        if scan.in_string:
+            scan.string_char(char)
+        else:
+            scan.structure_char(char)
+    return "".join("}" if frame[0] == "{" else "]" for frame in reversed(scan.stack))
+
+
 class _PathScan:
     """The state of :func:`path_at`'s scan: the values open (per value ``["{", key, expecting a
     key]`` or ``["["]``), and whether it is inside a string, a key, after a backslash."""

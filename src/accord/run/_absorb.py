@@ -15,7 +15,9 @@ extract -> normalize -> validate -> canonicalize), the ballot recorded, and then
                        other ends the slot
 
 A text that looped or was cut off is read first: a JSON value that closed before the end is
-kept. Else its error says what happened (:class:`Cut`: "the output looped in `summary`: ...",
+kept; one that ran out inside a prose string (a summary that looped, or was still being written
+at ``max_tokens``) is closed there (``read/_close``: the string keeps what came before the loop)
+and kept when that is a valid value, in one call. Else its error says what happened (:class:`Cut`: "the output looped in `summary`: ...",
 "the output was cut off at max_tokens=256 inside `summary`"), not what a reader made of the
 remains ("Field required" for every field the cut left out).
 
@@ -34,6 +36,7 @@ from .._errors import AccordError, BackendError
 from .._result import Ballot
 from .._types import Completion, Feedback, Request, Settings, Usage
 from ..backends._base import Backend
+from ..read._close import closed_completion
 from ..read._loops import LOOP, Loop, find_loop, path_at, shown
 from ..read._read import Misreading, Reading, read
 from ..schema._bounds import bounded
@@ -103,6 +106,7 @@ class Absorb:
     asked: str | None
     read_until: float | None
     deployment: str | None  # "serving" or "reference" when the backend has a reference
+    prose: frozenset[str]  # the run's prose paths: where a text that ran out is closed (read/_close)
 
     if TYPE_CHECKING:  # the loop's own, where the run asks again and records a ballot
 
@@ -142,7 +146,7 @@ class Absorb:
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
-        reading = self.read(completion, call.request.settings.max_tokens or self.backend.default_max_tokens)
+        completion, reading = self.close(completion, call.request.settings.max_tokens or self.backend.default_max_tokens)
         steps = completion.margins
         if steps and isinstance(reading, Reading):  # the gate reads the steps up to the last decisive value
             steps = steps[: prefix(completion.text, completion.pieces, len(steps), self.box.decisions, reading.form)]
@@ -165,7 +169,7 @@ class Absorb:
             coercions = reading.coercions
         ballot = Ballot(
             slot.index, call.request.attempt, status, completion.text, value, data, key, error, completion.finish_reason,
-            usage, started, seconds, margins.min_margin, margins.fragile_steps, dict(completion.meta), coercions,
+            usage, started, seconds, margins.min_margin, margins.fragile_steps, _meta(completion), coercions,
             model=completion.model, engine=completion.engine, system_fingerprint=completion.system_fingerprint,
             perturbation=_describe(perturbation) if perturbation is not None else None,
             fragile_at=tuple(margins.steps),  # the steps below the floor (the first few)
@@ -177,6 +181,17 @@ class Absorb:
             self.retry_output(slot, call, completion, reading, ballot=ballot)
         else:
             self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
+
+    def close(self, completion: Completion, max_tokens: int) -> tuple[Completion, Reading | Misreading]:
+        """The completion and how it reads; one that ran out inside prose (looped there, or cut
+        off while writing it) is closed there first (``read/_close``) and kept closed when that
+        reads as a valid value."""
+        reading = self.read(completion, max_tokens)
+        if not isinstance(reading, Cut) or not self.prose:
+            return completion, reading
+        closed = closed_completion(completion, reading.loop, self.prose) if reading.loop or reading.stage != LOOP else None
+        again = self.read(closed, max_tokens) if closed is not None else None
+        return (closed, again) if closed is not None and isinstance(again, Reading) else (completion, reading)
 
     def cost(self, completion: Completion) -> float | None:
         """What a call cost: as the backend reports it, else under ``Policy.prices``."""
@@ -226,6 +241,14 @@ class Absorb:
             self.call(slot, call.request, delay=delay)
             return
         self.box.spoil(slot.seat, error)
+
+
+def _meta(completion: Completion) -> dict[str, Any]:
+    """A ballot's meta: the backend's record, and the values closed where they ran out."""
+    meta = dict(completion.meta)
+    if completion.closed_loops:
+        meta["closed_loops"] = [dict(record) for record in completion.closed_loops]
+    return meta
 
 
 def _describe(value: Any) -> Any:

@@ -55,6 +55,7 @@ from ..observe._hooks import RetryEvent
 from ..prompt._examples import with_preamble
 from ..prompt._prompt import build_input
 from ..read._extract import shape_of
+from ..schema._roles import render
 from ..schema._schema import Schema
 from ..vote._decisive import Decisions
 from ..vote._gate import MarginGate
@@ -113,6 +114,10 @@ class _Run(Absorb):
         self.predicting = floors is not None
         decisions = Decisions(schema.roles(vote.role_overrides), source_text(prompt))
         self.box = Box(vote, schema, floors, computations, self.gating, decisions=decisions)
+        # Where a value that ran out is closed rather than asked again (read/_close, backends/local/_loops).
+        closes = policy.retry.close_prose
+        self.prose = frozenset(render(pattern) for pattern in decisions.prose) if closes else frozenset()
+        self.labels = frozenset(render(pattern) for pattern in decisions.roles.labels) if closes else frozenset()
         self.hint = policy.hint and not backend.constrains_for(schema) if hint is None else hint  # a reference: the serving prompt
         self.shape = shape_of(schema)
         self.t0 = clock()
@@ -309,7 +314,7 @@ class _Run(Absorb):
 
     def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request:
         text = build_input(self.prompt, self.schema, hint=self.hint, feedback=feedback)
-        return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation)
+        return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation, prose=self.prose, labels=self.labels)
 
     def call(self, slot: Slot, request: Request, delay: float = 0.0) -> None:
         slot.calls += 1

@@ -36,8 +36,8 @@ from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
-from ._load import greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
-from ._loops import LOOP, LoopStop
+from ._load import call_settings, greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
+from ._loops import LOOP, Closing, LoopStop
 from ._perturbed import perturbed
 from ._steps import GrammarDeadEnd, StepRecorder, pieces_of, token_ids, until_end
 
@@ -111,6 +111,7 @@ class TransformersBackend(Backend):
         self._reference_floors: dict[str, float] | None = None
         self._noise: Noise | None = None
         self._token_ids: dict[int, dict[str, int]] = {}  # text -> id, for teacher forcing (_forced)
+        self.closing = Closing(self.tokenizer)  # loops closed within a call (._loops)
         self.twins: dict[tuple[Any, bool], Any] = {}  # the model in other dtypes (see _perturbed.twin)
         self.condition = condition  # a deployment condition on every call (the audit's "busy server")
 
@@ -179,7 +180,8 @@ class TransformersBackend(Backend):
         start = time.perf_counter()
         with self._guard():
             served = self.constrainer_for(engine).processor(request.schema, whitespace)
-            return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer)
+            return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer,
+                                  prose=request.prose, labels=request.labels)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, its text handed out as it is decoded (``generate`` runs in a worker
@@ -225,22 +227,33 @@ class TransformersBackend(Backend):
 
     def _generate(
         self, prompt: Prompt, settings: Settings, served: Served | None, start: float, perturbation: Perturbation | None = None,
-        *, streamer: Any = None,
+        *, streamer: Any = None, prose: frozenset[str] = frozenset(), labels: frozenset[str] = frozenset(),
     ) -> Completion:
-        import torch
-
         inputs = self.encode(prompt)
         prompt_tokens = int(inputs["input_ids"].shape[1])
         max_new = settings.max_tokens or self.default_max_tokens
         config = self.generation_config(settings, max_new)
         recorder = StepRecorder(sampling=config.do_sample, ends=self.base_config.eos_token_id)
         perturbation = perturbation if perturbation is not None else self.condition
-        new, looped, dtype = self._decode(inputs, settings, config, [served.processor, recorder] if served else [recorder],
-                                          perturbation, streamer=streamer, stop_loops=self.stop_loops and served is not None)
+        stop = self.closing.stop(0, self.base_config.eos_token_id, prose, labels, max_new) if self.stop_loops and served else None
+        processors = [served.processor, *self.closing.processors(stop), recorder] if served else [recorder]
+        new, dtype = self._decode(inputs, settings, config, processors, perturbation, streamer=streamer, stop=stop)
         recorder.keep(new)
-        text, finish = self._finish(new, max_new, settings.stop)
-        if looped:
+        written = len(new)
+        closed = self.closing.trim(new, recorder, stop) if stop is not None else ()
+        text, finish = self._finish(new, max_new, settings.stop, written)
+        if stop is not None and stop.loop is not None and not (new and new[-1] in token_ids(self.base_config.eos_token_id)):
             finish = LOOP  # ended for a loop (._loops), not at max_tokens
+        meta = self._meta(served, config, recorder, start=start, dtype=dtype, perturbation=perturbation)
+        usage = Usage(prompt_tokens, written, time.perf_counter() - start, 1)
+        return Completion(text, finish, usage, recorder.margins, recorder.score, meta, pieces_of(self.tokenizer, new, text),
+                          model=self.model_id, engine=served.engine if served else None, closed_loops=closed)
+
+    def _meta(self, served: Served | None, config: Any, recorder: StepRecorder, *, start: float, dtype: str,
+              perturbation: Perturbation | None) -> dict[str, Any]:
+        """What a Completion records about its call."""
+        import torch
+
         meta: dict[str, Any] = {
             "engine": served.engine if served else None,
             "compile_seconds": round(served.compile_seconds, 6) if served else None,
@@ -256,14 +269,12 @@ class TransformersBackend(Backend):
             meta["passed_over"] = served.passed_over
         if perturbation is not None:
             meta["perturbation"] = perturbation.describe()
-        usage = Usage(prompt_tokens, len(new), time.perf_counter() - start, 1)
-        return Completion(text, finish, usage, recorder.margins, recorder.score, meta, pieces_of(self.tokenizer, new, text),
-                          model=self.model_id, engine=served.engine if served else None)
+        return meta
 
     def _decode(self, inputs: Any, settings: Settings, config: Any, processors: list[Any], perturbation: Perturbation | None, *,
-                streamer: Any, stop_loops: bool) -> tuple[list[int], bool, str]:
-        """One generation under its perturbation: the new token ids, whether it was cut at a loop
-        (``stop_loops``: a constrained call ends at one), and the dtype it computed in."""
+                streamer: Any, stop: LoopStop | None) -> tuple[list[int], str]:
+        """One generation under its perturbation: the new token ids and the dtype it computed in.
+        ``stop``: a constrained call's loop check (``._loops``), told where row 0's tokens start."""
         import torch
         from transformers import LogitsProcessorList
 
@@ -271,18 +282,18 @@ class TransformersBackend(Backend):
         seed = settings.seed if config.do_sample else None
         with (
             perturbed(self, perturbation, inputs) as run,  # ballot i > 0: another numeric path
-            _settings(run.model, self.base_config, self.threads, seed),
+            call_settings(run.model, self.base_config, self.threads, seed),
             torch.inference_mode(),
         ):
-            looped = LoopStop(self.tokenizer, run.width, ends) if stop_loops else None
+            if stop is not None:
+                stop.width = run.width
             out = run.model.generate(
                 **run.inputs, generation_config=config, logits_processor=LogitsProcessorList(processors),
                 tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
-                stopping_criteria=[looped] if looped else None,
+                stopping_criteria=[stop] if stop else None,
             )
         new = until_end(out[0, run.width:].tolist(), ends)
-        cut = looped is not None and looped.loop is not None and not (new and new[-1] in token_ids(ends))
-        return new, cut, str(run.model.dtype).removeprefix("torch.")
+        return new, str(run.model.dtype).removeprefix("torch.")
 
     def forced(self, prompt: Prompt, steps: Sequence[tuple[str, Any]]) -> list[tuple[str, dict[str, float]]]:
         """This model's logits along another deployment's tokens (``_forced``): per step, the
@@ -357,7 +368,9 @@ class TransformersBackend(Backend):
         config.stop_strings = list(settings.stop) if settings.stop else None
         return config
 
-    def _finish(self, tokens: list[int], max_new: int, stop: Sequence[str] | None) -> tuple[str, str]:
+    def _finish(self, tokens: list[int], max_new: int, stop: Sequence[str] | None, written: int) -> tuple[str, str]:
+        """The text and finish reason; ``written``: the tokens generated (a closed loop's trim
+        took some out of ``tokens``)."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         ends = set(token_ids(self.base_config.eos_token_id))
         if tokens and tokens[-1] in ends:
@@ -365,30 +378,7 @@ class TransformersBackend(Backend):
         cuts = [text.find(s) for s in stop or () if s and s in text]
         if cuts:
             return text[: min(cuts)], "stop"
-        return text, "length" if len(tokens) >= max_new else "stop"
+        return text, "length" if written >= max_new else "stop"
 
     def __repr__(self) -> str:
         return f"TransformersBackend({self.model_id!r}, dtype={self.dtype}, device={self.device})"
-
-
-@contextlib.contextmanager
-def _settings(model: Any, base: Any, threads: int | None, seed: int | None) -> Iterator[None]:
-    """For one call: the model's generation defaults swapped for ``base``, threads, a seeded RNG."""
-    import torch
-
-    saved, old_threads = model.generation_config, torch.get_num_threads()
-    model.generation_config = base
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        if seed is None:
-            yield
-        else:
-            devices = [model.device] if model.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(seed)
-                yield
-    finally:
-        model.generation_config = saved
-        if threads is not None:
-            torch.set_num_threads(old_threads)

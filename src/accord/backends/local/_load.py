@@ -186,3 +186,26 @@ def file_sha256(file: Path) -> str:
                 digest.update(block)
         _HASHES[key] = digest.hexdigest()
     return _HASHES[key]
+
+
+@contextlib.contextmanager
+def call_settings(model: Any, base: Any, threads: int | None, seed: int | None) -> Iterator[None]:
+    """For one call: the model's generation defaults swapped for ``base``, threads, a seeded RNG."""
+    import torch
+
+    saved, old_threads = model.generation_config, torch.get_num_threads()
+    model.generation_config = base
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        if seed is None:
+            yield
+        else:
+            devices = [model.device] if model.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                yield
+    finally:
+        model.generation_config = saved
+        if threads is not None:
+            torch.set_num_threads(old_threads)

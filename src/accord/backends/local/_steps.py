@@ -64,6 +64,10 @@ class StepRecorder:
         del self.tops[len(tokens):], self.logprobs[len(tokens):]
         self.finish(tokens[-1] if tokens else None)
 
+    def drop(self, start: int, end: int) -> None:
+        """Forget the steps ``[start, end)`` (tokens a closed loop's trim took out of the text)."""
+        del self.tops[start:end], self.logprobs[start:end], self.times[start:end]
+
     def finish(self, last_token: int | None) -> None:
         if self._previous is not None and last_token is not None:
             self.logprobs.append(float(self._previous[last_token]))
