@@ -454,3 +454,15 @@ def test_the_trim_among_labels_keeps_whole_items() -> None:
     pieces.append('"]}')
     ((first, end),) = trimmed(list(range(len(pieces))), tuple(pieces), [(loop, len(pieces) - 1, "tags[]", '"]')])
     assert json.loads("".join(pieces[:first] + pieces[end:]))["tags"] in (["refund", "card", "refund"], ["refund", "card"])
+
+
+def test_the_trimmed_steps_become_their_least_certain_one() -> None:
+    import torch
+
+    from accord.backends.local._steps import StepRecorder
+
+    recorder = StepRecorder(sampling=False)
+    recorder.tops = [torch.tensor([5.0, 1.0]), torch.tensor([3.0, 2.9]), torch.tensor([4.0, 2.0]), torch.tensor([9.0, 0.0])]
+    recorder.logprobs, recorder.times = [-0.1] * 4, [0.0] * 4
+    recorder.collapse(1, 3)
+    assert [round(m, 3) for m in recorder.margins] == [4.0, 0.1, 9.0]

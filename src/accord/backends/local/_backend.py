@@ -240,13 +240,14 @@ class TransformersBackend(Backend):
         new, dtype = self._decode(inputs, settings, config, processors, perturbation, streamer=streamer, stop=stop)
         recorder.keep(new)
         written = len(new)
-        closed = self.closing.trim(new, recorder, stop) if stop is not None else ()
+        closed, pieces = self.closing.trim(new, recorder, stop) if stop is not None and stop.closed else ((), None)
         text, finish = self._finish(new, max_new, settings.stop, written)
+        pieces = pieces if closed and text == "".join(pieces or ()) else pieces_of(self.tokenizer, new, text)
         if stop is not None and stop.loop is not None and not (new and new[-1] in token_ids(self.base_config.eos_token_id)):
             finish = LOOP  # ended for a loop (._loops), not at max_tokens
         meta = self._meta(served, config, recorder, start=start, dtype=dtype, perturbation=perturbation)
         usage = Usage(prompt_tokens, written, time.perf_counter() - start, 1)
-        return Completion(text, finish, usage, recorder.margins, recorder.score, meta, pieces_of(self.tokenizer, new, text),
+        return Completion(text, finish, usage, recorder.margins, recorder.score, meta, pieces,
                           model=self.model_id, engine=served.engine if served else None, closed_loops=closed)
 
     def _meta(self, served: Served | None, config: Any, recorder: StepRecorder, *, start: float, dtype: str,

@@ -12,6 +12,8 @@ the string it is in, not the call.
   fields after it. Once the call is done, the tokens from the end of the loop's first stretch up
   to the closing quote are dropped (:func:`trimmed`): the string keeps what the model wrote before
   it began to repeat itself, and the Completion records the loop (``Completion.closed_loops``).
+  The dropped steps become one step (``""``, the least certain of them): a decision written
+  after the string was written reading them, so a gate that reads up to it reads them too.
   A prose text is carried, never voted (``schema/_roles``): the decision written around it is
   what the ballot is for, and one call gives it. Where no closing token fits (a ``minLength`` not
   reached), the call ends as below.
@@ -21,7 +23,8 @@ the string it is in, not the call.
   cut is no reason to ask again (``Completion.closed_loops``: its path and ``bound_tokens``).
 - A loop among the items of a list voted as a set of labels (``tags``, ``skills``: ``"Rocks",
   "Rocks", ...``; three stretches over 40+ characters, the rule for a cut text) closes the list
-  (``"]`` or ``]``), dropping the repeats: a set is the same set with one copy of each item. Any other list that loops (line items, names) is a decision.
+  (``"]`` or ``]``), dropping the repeats: a set is the same set with one copy of each item.
+  Any other list that loops (line items, names) is a decision.
 - Any other loop ends every row: the call ends with ``finish_reason="loop"`` (``LOOP``) and the
   loop found (``.loop``). A greedy decoder in a loop repeats it to any length, so the steps after
   it are time spent for nothing; the run retries with feedback (``run/_absorb``).
@@ -201,19 +204,23 @@ class Closing:
             self._starting[text] = [i for i, piece in enumerate(self._texts) if piece and (piece.startswith(text) or text.startswith(piece))]
         return self._starting[text]
 
-    def trim(self, tokens: list[int], recorder: Any, stop: LoopStop) -> tuple[dict[str, Any], ...]:
-        """Drop, in place, each closed loop's tokens past its first stretch (:func:`trimmed`) and
-        their steps (``recorder``); what was closed, as the Completion records it."""
-        if not stop.closed:
-            return ()
+    def trim(self, tokens: list[int], recorder: Any, stop: LoopStop) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...] | None]:
+        """Drop, in place, each closed loop's tokens past its first stretch (:func:`trimmed`); their
+        steps become one (``recorder.collapse``: the least certain of them), written ``""``. What
+        was closed, as the Completion records it, and each step's text (None: unknown)."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        ranges = trimmed(tokens, pieces_of(self.tokenizer, tokens, text), stop.closed)
+        pieces = pieces_of(self.tokenizer, tokens, text)
+        ranges = trimmed(tokens, pieces, stop.closed)
+        kept = list(pieces) if pieces is not None else None
         for first, end in sorted(ranges, reverse=True):
             del tokens[first:end]
-            recorder.drop(first, end)
+            recorder.collapse(first, end)
+            if kept is not None:
+                kept[first:end] = [""]
         dropped = {end: end - first for first, end in ranges}  # by the closing token's index
-        return tuple({**loop.describe(), "dropped_tokens": dropped.get(closer, 0)} if loop is not None
-                     else {"path": path, "bound_tokens": stop.prose_tokens} for loop, closer, path, _ in stop.closed)
+        closed = tuple({**loop.describe(), "dropped_tokens": dropped.get(closer, 0)} if loop is not None
+                       else {"path": path, "bound_tokens": stop.prose_tokens} for loop, closer, path, _ in stop.closed)
+        return closed, tuple(kept) if kept is not None else None
 
 
 def trimmed(tokens: list[int], pieces: tuple[str, ...] | None, closed: list[Closed]) -> list[tuple[int, int]]:

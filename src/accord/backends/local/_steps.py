@@ -64,9 +64,13 @@ class StepRecorder:
         del self.tops[len(tokens):], self.logprobs[len(tokens):]
         self.finish(tokens[-1] if tokens else None)
 
-    def drop(self, start: int, end: int) -> None:
-        """Forget the steps ``[start, end)`` (tokens a closed loop's trim took out of the text)."""
-        del self.tops[start:end], self.logprobs[start:end], self.times[start:end]
+    def collapse(self, start: int, end: int) -> None:
+        """The steps ``[start, end)`` (tokens a closed loop's trim took out of the text) as one
+        step: the one of them with the smallest margin, so a gate that reads up to a decision
+        written after them still reads the least certain of them."""
+        low = min(range(start, end), key=lambda i: float(self.tops[i][0] - self.tops[i][1]))
+        self.tops[start:end] = [self.tops[low]]
+        del self.logprobs[start:end], self.times[start:end]
 
     def finish(self, last_token: int | None) -> None:
         if self._previous is not None and last_token is not None:
