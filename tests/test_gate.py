@@ -77,6 +77,7 @@ def test_a_reference_without_a_valid_value_leaves_the_decision_to_the_serving_de
     assert result.value == Review.model_validate_json(GOOD) and result.stable and result.stopped_because == "unanimous"
     assert result.meta["decided_by"] == "serving" and result.meta["reference"]["decided"] is False
     reference_calls = [b for b in result.ballots if b.meta.get("deployment") == "reference"]
-    assert len(reference_calls) == result.meta["reference"]["calls"] == accord.Retry().attempts
+    # Asked once: a retry with feedback would be another computation than the serving call it stands in for.
+    assert len(reference_calls) == result.meta["reference"]["calls"] == 1
     assert all(b.status == "invalid" for b in reference_calls) and len(serving.requests) == 3
     assert result.usage.calls == result.calls == len(result.ballots)

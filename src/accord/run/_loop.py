@@ -262,7 +262,8 @@ class _Run(Absorb):
         return seat.finished and seat.fault is None and self.box.gate_key is None
 
     def refer(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any] | None]:
-        """The reference decides: one greedy ballot (retried like any) on the reference backend,
+        """The reference decides: one greedy ballot (a cut grown like any, never asked again with
+        feedback: ``_absorb``) on the reference backend,
         under what is left of the budget; its Result, with this deployment's ballots before it.
         None when the reference gave no valid value: its ballots are kept, and the serving
         deployment votes as it would without a reference (a reference that cannot answer never

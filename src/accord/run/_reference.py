@@ -3,7 +3,10 @@
 A backend with a ``reference`` (``models.openai(..., reference=...)``) runs slot 0 alone, as the
 margin gate does. When the gate certifies it (every step clears the floor), it is the answer.
 Otherwise the loop (:meth:`~._loop._Run.refer`) hands the prompt to the reference: a run of one
-greedy ballot there (retried like any ballot), under what is left of the budget. This module
+greedy ballot there (a cut at ``max_tokens`` grown like any ballot's, but never asked again with
+feedback: a retry with feedback is another computation than the serving call the reference
+stands in for, so a reference with no valid first answer leaves the vote to the serving
+deployment), under what is left of the budget. This module
 builds that run's budget and merges its Result with the serving deployment's ballots:
 
     ballots           the serving ballots first (``deployment == "serving"``), then the
