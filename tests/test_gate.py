@@ -77,7 +77,16 @@ def test_a_reference_without_a_valid_value_leaves_the_decision_to_the_serving_de
     assert result.value == Review.model_validate_json(GOOD) and result.stable and result.stopped_because == "unanimous"
     assert result.meta["decided_by"] == "serving" and result.meta["reference"]["decided"] is False
     reference_calls = [b for b in result.ballots if b.meta.get("deployment") == "reference"]
-    # Asked once: a retry with feedback would be another computation than the serving call it stands in for.
+    # Asked once, as the serving ballot was: a retry with feedback is another computation than that call.
     assert len(reference_calls) == result.meta["reference"]["calls"] == 1
     assert all(b.status == "invalid" for b in reference_calls) and len(serving.requests) == 3
     assert result.usage.calls == result.calls == len(result.ballots)
+
+
+def test_the_reference_takes_as_many_attempts_as_the_serving_ballot_took() -> None:
+    # The serving ballot needed a retry (its first answer was invalid): the reference may take one too.
+    serving = _Margined([Completion('{"stars": "many"'), Completion(GOOD, margins=(5.0, 0.1))] + [Completion(GOOD, margins=(5.0, 0.1))] * 5)
+    serving.reference = accord.models.scripted(['{"stars": "many"', OTHER], name="reference-f32")
+    result = Stabilizer(serving, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0))).run("q")
+    assert result.stopped_because == "reference" and result.value == Review.model_validate_json(OTHER)
+    assert [b.meta.get("deployment") for b in result.ballots] == ["serving", "serving", "reference", "reference"]

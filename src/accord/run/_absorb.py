@@ -10,8 +10,6 @@ extract -> normalize -> validate -> canonicalize), the ballot recorded, and then
                        (``schema._bounds``; validation is still the run's own schema)
     cut off (length)   asked again with ``max_tokens`` times ``Retry.grow_max_tokens``, not
                        re-asked (an honest cut-off: no loop in it)
-                       (a reference deployment's ballot is never asked again with feedback:
-                       that would be another computation than the one it stands in for)
     backend fault      a transient one is retried after a backoff (``Retry.backoff``, a
                        server's Retry-After), while ``Retry.transport_attempts`` allow; any
                        other ends the slot
@@ -214,11 +212,6 @@ class Absorb:
             current = request.settings.max_tokens or self.backend.default_max_tokens
             self.again(slot, ballot, "truncated")
             self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
-            return
-        if self.deployment == "reference":
-            # A reference stands in for the serving deployment's computation: asked again with
-            # feedback it would be another one. Its slot ends; the serving deployment votes (_loop.refer).
-            self.box.spoil(slot.seat)
             return
         # Invalid, or looped: asked again with one feedback block (a loop's names the field and
         # the stretch), the same max_tokens: a greedy loop repeats to any length. A loop's retry

@@ -262,8 +262,8 @@ class _Run(Absorb):
         return seat.finished and seat.fault is None and self.box.gate_key is None
 
     def refer(self) -> Generator[Step, Sequence[Outcome | Queued], Result[Any] | None]:
-        """The reference decides: one greedy ballot (a cut grown like any, never asked again with
-        feedback: ``_absorb``) on the reference backend,
+        """The reference decides: one greedy ballot on the reference backend, given as many
+        attempts as the serving ballot it stands in for took (``_reference``),
         under what is left of the budget; its Result, with this deployment's ballots before it.
         None when the reference gave no valid value: its ballots are kept, and the serving
         deployment votes as it would without a reference (a reference that cannot answer never
@@ -271,8 +271,8 @@ class _Run(Absorb):
         reference = self.backend.reference
         assert reference is not None
         now = self.clock()
-        policy = replace(self.policy, vote=Vote(k=1), perturb=None, budget=referred.budget_left(self.policy.budget, self.spent(now),
-                                                                                               self.started, self.usage))
+        policy = replace(self.policy, vote=Vote(k=1), perturb=None, retry=referred.held_to(self.policy.retry, self.slots[0].outputs),
+                         budget=referred.budget_left(self.policy.budget, self.spent(now), self.started, self.usage))
         run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference", hint=self.hint)
         decided = yield from run.loop()
         if decided.key is None and decided.stopped_because != BUDGET and referred.has_room(self.policy.budget, self.started + len(decided.ballots)):

@@ -3,10 +3,11 @@
 A backend with a ``reference`` (``models.openai(..., reference=...)``) runs slot 0 alone, as the
 margin gate does. When the gate certifies it (every step clears the floor), it is the answer.
 Otherwise the loop (:meth:`~._loop._Run.refer`) hands the prompt to the reference: a run of one
-greedy ballot there (a cut at ``max_tokens`` grown like any ballot's, but never asked again with
-feedback: a retry with feedback is another computation than the serving call the reference
-stands in for, so a reference with no valid first answer leaves the vote to the serving
-deployment), under what is left of the budget. This module
+greedy ballot there, under what is left of the budget, given as many attempts as the serving
+ballot took (:func:`held_to`): a serving answer valid on its first call is stood in for by the
+reference's first call alone, since a retry with feedback is another computation than that call
+(a reference with no valid answer leaves the vote to the serving deployment); a serving answer
+that took a retry (a loop, a cut) lets the reference take one too. This module
 builds that run's budget and merges its Result with the serving deployment's ballots:
 
     ballots           the serving ballots first (``deployment == "serving"``), then the
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._records import Referral
 from .._result import Ballot, Result, StopReason
-from .._retry import Budget
+from .._retry import Budget, Retry
 from .._types import Usage
 from ._outcome import describe
 
@@ -47,6 +48,12 @@ def budget_left(budget: Budget, spent_seconds: float, calls: int, usage: Usage) 
         max_total_tokens=None if budget.max_total_tokens is None else max(budget.max_total_tokens - (usage.total_tokens or 0), 1),
         max_cost=None if budget.max_cost is None else max(budget.max_cost - (usage.cost or 0.0), 1e-12),
     )
+
+
+def held_to(retry: Retry, attempts: int) -> Retry:
+    """The reference's retry policy: at most the ``attempts`` (calls with output) the serving
+    ballot took, feedback retries and grown cuts alike."""
+    return replace(retry, attempts=max(1, attempts), stop=None)
 
 
 def has_room(budget: Budget, calls: int) -> bool:
