@@ -419,6 +419,9 @@ def test_a_loop_among_labels_closes_the_list_and_is_found_on_three_stretches() -
     after = inside + '"'
     assert stop.closer(find_loop(after) or loop, after) == "]"
     assert _stop().repeated_labels(inside) is None, "no labels: nothing closed sooner"
+    mid = inside + '", "car'
+    assert stop.closer(loop, mid) is None, "mid-item: a close would leave a cut label"
+    assert stop.closer(loop, inside + '", ') is None, "after a comma: a new item must follow"
 
 
 def test_a_long_prose_string_is_closed_at_its_bound_or_near_the_end_of_the_call() -> None:

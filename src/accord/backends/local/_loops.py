@@ -23,7 +23,9 @@ the string it is in, not the call.
   cut is no reason to ask again (``Completion.closed_loops``: its path and ``bound_tokens``).
 - A loop among the items of a list voted as a set of labels (``tags``, ``skills``: ``"Rocks",
   "Rocks", ...``; three stretches over 40+ characters, the rule for a cut text) closes the list
-  (``"]`` or ``]``), dropping the repeats: a set is the same set with one copy of each item.
+  (``"]`` or ``]``) once the text is at the end of an item the loop repeats (within
+  :data:`PENDING` tokens, else the call ends as below), dropping the repeats: a set is the same
+  set with one copy of each item.
   Any other list that loops (line items, names) is a decision.
 - Any other loop ends every row: the call ends with ``finish_reason="loop"`` (``LOOP``) and the
   loop found (``.loop``). A greedy decoder in a loop repeats it to any length, so the steps after
@@ -43,6 +45,7 @@ from ._steps import pieces_of, token_ids
 __all__ = ["LOOP", "CloseString", "Closed", "Closing", "LoopStop", "trimmed"]
 _PARTIAL = "\ufffd"  # what a character cut in the middle decodes to
 RESERVE = 24  # a prose string open with this many tokens of the call left is closed
+PENDING = 48  # tokens a loop among labels waits for an item to end before it ends the call
 
 #: A value closed: the loop it was in (None: a prose string that reached the bound), the index of
 #: the token that closed it, its path, and what that token begins with (``"``: a string;
@@ -74,6 +77,7 @@ class LoopStop:
         self.left = ""  # what they still have to write
         self.closed: list[Closed] = []  # each value closed
         self.opened: tuple[str, int] | None = None  # the prose string being written: its path, its first token
+        self.pending: tuple[Loop, int] | None = None  # a loop among labels, and when it was found: closed once an item ends
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
@@ -94,14 +98,17 @@ class LoopStop:
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         if text.endswith(_PARTIAL):
             return done  # a character cut in the middle: judged with its next token
-        loop = find_loop(text, early=True) or self.repeated_labels(text)
+        loop = self.pending[0] if self.pending is not None else find_loop(text, early=True) or self.repeated_labels(text)
         if loop is None:
             if self.too_long(text, len(tokens)) and self.opened is not None:
                 self.closing, self.left = (None, len(tokens), self.opened[0], '"'), '"'
             return done
         closer = self.closer(loop, text)
         if closer is not None:
-            self.closing, self.left = (loop, len(tokens), loop.path or "", closer), closer
+            self.closing, self.left, self.pending = (loop, len(tokens), loop.path or "", closer), closer, None
+            return done
+        if loop.path in self.labels and (self.pending is None or len(tokens) - self.pending[1] < PENDING):
+            self.pending = self.pending or (loop, len(tokens))  # among labels: closed once an item ends
             return done
         self.loop, self.steps = loop, len(tokens)
         return done | True
@@ -116,7 +123,7 @@ class LoopStop:
         if loop.path in self.prose and '"' not in loop.stretch and inside and path_at(text, loop.start)[1]:
             return '"'
         if loop.path in self.labels:
-            return '"]' if inside else "]" if text.rstrip().endswith('"') else None
+            return _label_closer(loop, text, inside)
         return None
 
     def repeated_labels(self, text: str) -> Loop | None:
@@ -149,6 +156,22 @@ class LoopStop:
         if self.closing is not None and self.closing[0] is not None:
             self.loop, self.steps = self.closing[0], self.closing[1]
         self.closing = None
+
+
+def _label_closer(loop: Loop, text: str, inside: bool) -> str | None:
+    """What closes a list of labels that loops, where the text is now: ``"]`` when the item being
+    written already spells a whole item of the loop (its closing quote would come next), ``]``
+    right after such an item; None elsewhere (mid-item, after a comma), where a close would leave
+    a cut label behind."""
+    twice = loop.stretch * 2  # holds every item of the stretch whole
+    if inside:
+        item = text[text.rfind('"') + 1 :]
+        return '"]' if item and f'"{item}"' in twice else None
+    end = text.rstrip()
+    if not end.endswith('"'):
+        return None
+    item = end[end.rfind('"', 0, len(end) - 1) + 1 : -1]
+    return "]" if item and f'"{item}"' in twice else None
 
 
 class CloseString:
