@@ -37,9 +37,10 @@ def kept_until(loop: Loop) -> int:
     return loop.start + (ends[-1] + 1 if ends else loop.period)
 
 
-def closed(text: str, loop: Loop | None, prose: frozenset[str]) -> tuple[str, int] | None:
-    """``text`` ended inside its prose and closed, and how many of its characters were kept;
-    None when it did not run out inside a prose string (see the module docstring)."""
+def closed(text: str, loop: Loop | None, prose: frozenset[str]) -> tuple[str, int, str] | None:
+    """``text`` ended inside its prose and closed, how many of its characters were kept, and the
+    path of the string closed; None when it did not run out inside a prose string (see the
+    module docstring)."""
     if not prose:
         return None
     if loop is not None:
@@ -53,7 +54,7 @@ def closed(text: str, loop: Loop | None, prose: frozenset[str]) -> tuple[str, in
     if not inside or path not in prose or path_at(text, len(text))[0] != path:
         return None  # not in prose, or the text went on past that string (then it was not where it ran out)
     head = _whole_escapes(head)
-    return head + '"' + open_values(head), len(head)
+    return head + '"' + open_values(head), len(head), path
 
 
 def closed_completion(completion: Completion, loop: Loop | None, prose: frozenset[str]) -> Completion | None:
@@ -63,7 +64,7 @@ def closed_completion(completion: Completion, loop: Loop | None, prose: frozense
     found = closed(completion.text or "", loop, prose)
     if found is None:
         return None
-    text, kept = found
+    text, kept, path = found
     margins, pieces = completion.margins, completion.pieces
     if margins is not None and pieces is not None and len(pieces) == len(margins) and "".join(pieces) == completion.text:
         steps, at = 0, 0
@@ -73,7 +74,6 @@ def closed_completion(completion: Completion, loop: Loop | None, prose: frozense
         margins, pieces = (*margins[:steps], float("inf")), (*pieces[:steps], text[at:])
     else:
         margins = pieces = None  # the steps cannot be placed on the text: none is read
-    path = path_at(text, kept)[0]
     record = {**(loop.describe() if loop is not None else {"path": path}), "closed": "read"}
     return replace(completion, text=text, margins=margins, pieces=pieces, closed_loops=(*completion.closed_loops, record))
 

@@ -206,25 +206,25 @@ def path_at(text: str, offset: int) -> tuple[str | None, bool]:
     """
     if offset > MAX_PATH_SCAN:
         return None, False
-    scan = _PathScan()
-    for char in text[:offset]:
-        if scan.in_string:
-            scan.string_char(char)
-        else:
-            scan.structure_char(char)
+    scan = _scanned(text[:offset])
     return _dotted(scan.stack), (scan.in_string and not scan.is_key) or not scan.stack
 
 
 def open_values(text: str) -> str:
     """What closes every value open at the end of a JSON text outside any string: ``"}"`` for
     ``{"a": 1``, ``"]}"`` for ``{"a": [1``."""
+    return "".join("}" if frame[0] == "{" else "]" for frame in reversed(_scanned(text).stack))
+
+
+def _scanned(text: str) -> _PathScan:
+    """The scan's state at the end of ``text``."""
     scan = _PathScan()
     for char in text:
         if scan.in_string:
             scan.string_char(char)
         else:
             scan.structure_char(char)
-    return "".join("}" if frame[0] == "{" else "]" for frame in reversed(scan.stack))
+    return scan
 
 
 class _PathScan:

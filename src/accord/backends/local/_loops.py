@@ -118,7 +118,7 @@ class LoopStop:
         ``"]`` or ``]`` among the items of a list of labels; None when no token ends it here
         (elsewhere; right after a backslash, where a quote would be an escaped one)."""
         inside = path_at(text, len(text))[1]
-        if loop.path is None or (inside and (len(text) - len(text.rstrip("\\"))) % 2):
+        if loop.path is None or (inside and _escaping(text)):
             return None
         if loop.path in self.prose and '"' not in loop.stretch and inside and path_at(text, loop.start)[1]:
             return '"'
@@ -146,16 +146,20 @@ class LoopStop:
             return False
         if self.opened is None or self.opened[0] != path:
             self.opened = (path, written)
-        backslashes = len(text) - len(text.rstrip("\\"))
         long = written - self.opened[1] >= self.prose_tokens
         late = self.max_tokens is not None and self.max_tokens - written <= RESERVE
-        return (long or late) and backslashes % 2 == 0
+        return (long or late) and not _escaping(text)
 
     def give_up(self) -> None:
         """No closing token fits: a loop ends the call after all; a long string goes on."""
         if self.closing is not None and self.closing[0] is not None:
             self.loop, self.steps = self.closing[0], self.closing[1]
         self.closing = None
+
+
+def _escaping(text: str) -> bool:
+    """Whether ``text`` ends in an escape's backslash (a quote next would be an escaped one)."""
+    return (len(text) - len(text.rstrip("\\"))) % 2 == 1
 
 
 def _label_closer(loop: Loop, text: str, inside: bool) -> str | None:
