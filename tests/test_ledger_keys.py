@@ -13,7 +13,16 @@ import pytest
 
 import accord
 from accord import LedgerError, Retry, Stabilizer, Vote, models
-from accord.ledger._keys import KEY_VERSION, Keys, describe, describe_policy, describe_schema, key_prefix, qualname
+from accord.ledger._keys import (
+    KEY_VERSION,
+    LEGACY_VERSION,
+    Keys,
+    describe,
+    describe_policy,
+    describe_schema,
+    key_prefix,
+    qualname,
+)
 from accord.read._canonical import canonical_key
 
 Sentiment = Literal["positive", "negative"]
@@ -26,13 +35,29 @@ def stab(fingerprint: str = "m", schema: Any = Sentiment, **options: Any) -> Sta
 def test_an_entry_hashes_the_canonical_material_and_stores_the_context_apart() -> None:
     s = stab()
     entry = Keys().entry(s, [{"role": "user", "content": "hi"}])
-    material = {"ledger": KEY_VERSION, "model": "m", "policy": describe_policy(s.policy), "schema": describe_schema(s.schema)}
-    assert KEY_VERSION == 1
+    # a function backend does not constrain: its prompt always carried the schema, its key is version 1's
+    material = {"ledger": LEGACY_VERSION, "model": "m", "policy": describe_policy(s.policy), "schema": describe_schema(s.schema)}
+    assert KEY_VERSION == 2 and LEGACY_VERSION == 1 and entry.legacy is None
     assert entry.request == canonical_key([{"role": "user", "content": "hi"}])
     assert entry.key == hashlib.sha256(canonical_key({**material, "request": json.loads(entry.request)}).encode()).hexdigest()
     assert json.loads(entry.material) == json.loads(canonical_key(material)) and entry.material == canonical_key(material)
     assert entry.context == hashlib.sha256(entry.material.encode()).hexdigest()
     assert Keys().entry(s, "another prompt").context == entry.context, "one context per stabilizer, whatever the prompt"
+
+
+class _Grammar:
+    fingerprint, constrains = "g", True
+
+    def generate(self, request: Any) -> Any:
+        return "positive"
+
+
+def test_a_backend_that_enforces_the_schema_keys_under_version_2_and_names_its_version_1_key() -> None:
+    s = Stabilizer(_Grammar(), Sentiment)
+    entry = Keys().entry(s, "hi")
+    material = {"model": "g", "policy": describe_policy(s.policy), "request": "hi", "schema": describe_schema(s.schema)}
+    assert entry.key == hashlib.sha256(canonical_key({**material, "ledger": 2}).encode()).hexdigest()
+    assert entry.legacy == hashlib.sha256(canonical_key({**material, "ledger": 1}).encode()).hexdigest()
 
 
 def test_the_context_is_cached_per_stabilizer_and_recomputed_when_it_changes() -> None:

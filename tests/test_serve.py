@@ -455,3 +455,21 @@ def test_the_upstream_key_is_never_returned(serve_proxy: Any) -> None:
     assert bodies[0].status_code == 502 and "credentials" in bodies[0].json()["error"]["message"]
     for response in bodies:
         assert UPSTREAM_KEY not in response.text and UPSTREAM_KEY not in str(response.headers)
+
+
+# -- what the upstream's model is shown (issue 42) -------------------------------------------------
+
+
+def test_the_upstream_reads_the_schema_in_the_prompt_beside_response_format_unless_the_request_opts_out(
+    client: openai.OpenAI, fake_upstream: Any
+) -> None:
+    shown, alone = fresh(say=[json.dumps(RIGHT)]), fresh(say=[json.dumps(RIGHT)])
+    ask(client, shown, {"k": 1})
+    ask(client, alone, {"k": 1, "schema_in_prompt": False})
+    bodies = fake_upstream.stats()["bodies"]
+    told = bodies[shown]["messages"][-1]["content"]
+    assert bodies[shown]["response_format"]["type"] == "json_schema"
+    assert told.startswith(shown) and "Answer in JSON using this schema" in told and '"positive" | "negative"' in told
+    assert bodies[alone]["messages"][-1]["content"] == alone and bodies[alone]["response_format"]["type"] == "json_schema"
+    with pytest.raises(openai.BadRequestError, match="schema_in_prompt"):
+        ask(client, fresh(say=[json.dumps(RIGHT)]), {"schema_in_prompt": "no"})

@@ -11,6 +11,8 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     astream(request)          its async twin (default: ``agenerate``, likewise)
     constrains                the backend enforces the schema itself (default False)
     constrains_for(schema)    ... for this schema (default: ``constrains``)
+    enforces(schema)          the backend sets out to enforce it, fixed before any server is
+                              probed (the ledger key's version; default: ``constrains_for``)
     blocking                  False only for a backend that returns at once (default True)
     one_at_a_time             the calls of one run go one after another, each once the one
                               before is answered (default False; the OpenAI backend spreading)
@@ -195,8 +197,14 @@ class Backend:
         yield completion
 
     def constrains_for(self, schema: Schema[Any]) -> bool:
-        """Whether this schema's shape is enforced by the backend (else the prompt carries it)."""
+        """Whether this schema's shape is enforced by the backend (a grammar, ``response_format``)."""
         return self.constrains
+
+    def enforces(self, schema: Schema[Any]) -> bool:
+        """Whether this backend sets out to enforce this schema's shape, whatever a server later
+        turns out to honour: fixed for a backend and a schema, so the ledger key's version, which
+        reads it, is too (default: :meth:`constrains_for`)."""
+        return self.constrains_for(schema)
 
     def unconstrained(self, prompt: Prompt, settings: Settings | None = None) -> Completion | None:
         """What the model writes with no grammar at all, for the audit's raw phase; None (the

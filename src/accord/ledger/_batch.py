@@ -169,6 +169,8 @@ class Batch:
         if key in self._held:  # the same prompt again in this batch: wait for the first
             return "wait", key
         answer, holder = self._look(key)
+        if answer is None and holder is None and entry.legacy is not None:  # stored under the key version before
+            answer = self._legacy(entry.legacy)
         if answer is not None and (replayed := self._replayable(answer)) is not None:
             return "answer", replayed
         if holder is not None and holder.live and holder.owner != self.owner and not _gone(holder.owner):
@@ -191,6 +193,15 @@ class Batch:
         with self._lock:
             self._renewing.add(key)
         return "mine", key
+
+    def _legacy(self, key: str) -> Answer | None:
+        """The answer stored under a key of the version before (``Entry.legacy``); None when none
+        is, or the ledger cannot be read (then the claim decides)."""
+        try:
+            return self._store.answer(key)
+        except Exception as exc:  # noqa: BLE001 - the ledger never costs the answer
+            log.warning("accord ledger: cannot look up an answer stored under the older key (%s)", brief(exc))
+            return None
 
     def _replayable(self, answer: Answer) -> Result[Any] | None:
         """The stored answer, replayed, unless it is past the ledger's ttl or the batch refreshes."""

@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from ..backends._base import Backend
     from ..run._policy import Policy
 
-KEY_VERSION = 1  # bump when the key material changes shape: old answers then miss, never go stale
+KEY_VERSION = 2  # bump when the key material changes shape: old answers then miss, never go stale
+# Version 2: a backend that can enforce the schema (a grammar, ``response_format``) is shown the
+# schema in its prompt too, and a local model decodes in its own JSON layout: another computation,
+# so its runs take keys of version 2. Every other run is the computation it was and keeps version 1's
+# key. A key of version 2 that misses is looked up as version 1 (``Entry.legacy``): the answers a
+# ledger stored before still replay.
+LEGACY_VERSION = 1
 
 
 class Subject(Protocol):
@@ -58,6 +64,7 @@ class Context(NamedTuple):
     tail: str
     id: str  # sha256 of ``material``
     material: str  # the canonical JSON of the key material without the request
+    legacy_head: str = ""  # ``head`` as key version 1 wrote it, for a run version 2 changed ("" for the others)
 
 
 class Keys:
@@ -69,11 +76,13 @@ class Keys:
         self._contexts: dict[int, tuple[weakref.ref[Any], Schema[Any], str, Context]] = {}
 
     def entry(self, subject: Subject, prompt: Any) -> Entry:
-        """The key of ``prompt`` under ``subject``, with its request and context as stored."""
+        """The key of ``prompt`` under ``subject``, with its request and context as stored, and the
+        key of version 1 to look up when it misses (``legacy``, for the runs version 2 changed)."""
         context = self.context(subject)
         request = canonical_key(prompt)
         key = hashlib.sha256((context.head + request + context.tail).encode()).hexdigest()
-        return Entry(key, request, context.id, context.material)
+        legacy = hashlib.sha256((context.legacy_head + request + context.tail).encode()).hexdigest() if context.legacy_head else None
+        return Entry(key, request, context.id, context.material, legacy)
 
     def context(self, subject: Subject) -> Context:
         """Everything in the key but the request; recomputed when the subject's policy, schema or
@@ -84,12 +93,14 @@ class Keys:
             cached = self._contexts.get(id(policy))
             if cached and cached[0]() is policy and cached[1] is schema and cached[2] == fingerprint:
                 return cached[3]
-            ledger, model = canonical_key(KEY_VERSION), canonical_key(fingerprint)
+            changed = subject.model.enforces(schema)  # shown the schema and its own layout since version 2
+            ledger, model = canonical_key(KEY_VERSION if changed else LEGACY_VERSION), canonical_key(fingerprint)
             described, shape = canonical_key(describe_policy(policy)), canonical_key(describe_schema(schema))
             head = f'{{"ledger":{ledger},"model":{model},"policy":{described},"request":'
             tail = f',"schema":{shape}}}'
             material = f'{{"ledger":{ledger},"model":{model},"policy":{described},"schema":{shape}}}'  # without the request
-            context = Context(head, tail, hashlib.sha256(material.encode()).hexdigest(), material)
+            legacy = f'{{"ledger":{LEGACY_VERSION},"model":{model},"policy":{described},"request":' if changed else ""
+            context = Context(head, tail, hashlib.sha256(material.encode()).hexdigest(), material, legacy)
             self._contexts[id(policy)] = (weakref.ref(policy, self._forget(id(policy))), schema, fingerprint, context)
             return context
 

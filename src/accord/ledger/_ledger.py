@@ -114,7 +114,10 @@ class Ledger:
         A ledger that cannot be read is a miss (with a warning): the run decides afresh.
         """
         try:
-            answer = self._store.answer(self._keys.entry(subject, prompt).key)
+            entry = self._keys.entry(subject, prompt)
+            answer = self._store.answer(entry.key)
+            if answer is None and entry.legacy is not None:  # stored under the key version before (``_keys``)
+                answer = self._store.answer(entry.legacy)
             if answer is None or (self.ttl is not None and time.time() - answer.decided > self.ttl):
                 return None
             return _codec.decode(answer, subject.schema)

@@ -46,6 +46,7 @@ class Entry(NamedTuple):
     request: str
     context: str
     material: str
+    legacy: str | None = None  # the key an earlier key version gave the same run, still looked up (``_keys``)
 
 
 class EncodedRun(NamedTuple):

@@ -17,9 +17,11 @@ class Prompting:
 
     ``system``: a system prompt. ``examples``: ``(input, output)`` pairs shown before the prompt
     as worked turns, each output validated against the schema when the Stabilizer is made
-    (``_examples``). ``schema_in_prompt``: add a short rendering of the schema to the prompt when
-    the backend cannot constrain its output (on by default). The system prompt and the examples
-    belong to the ledger key; a Prompting() with neither adds nothing to the prompt.
+    (``_examples``). ``schema_in_prompt``: add a short rendering of the schema to the prompt (its
+    fields, their descriptions, the choices of each), on every backend, whether it constrains its
+    output or not (on by default): a model forced into keys it was never told answers worse
+    (docs/prompting.md). The system prompt and the examples belong to the ledger key; a
+    Prompting() with neither adds nothing to the prompt but the schema.
     """
 
     system: str | None = None

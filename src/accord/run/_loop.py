@@ -118,7 +118,9 @@ class _Run(Absorb):
         closes = policy.retry.close_prose
         self.prose = frozenset(render(pattern) for pattern in decisions.prose) if closes else frozenset()
         self.labels = frozenset(render(pattern) for pattern in decisions.roles.labels) if closes else frozenset()
-        self.hint = policy.hint and not backend.constrains_for(schema) if hint is None else hint  # a reference: the serving prompt
+        # The schema is shown on every backend, constraining or not (Prompting(schema_in_prompt=)):
+        # a model forced into keys it was never told writes choices it would not make (docs/prompting.md).
+        self.hint = policy.hint if hint is None else hint  # a reference: the serving prompt
         self.shape = shape_of(schema)
         self.t0 = clock()
         if self.hint:

@@ -64,6 +64,9 @@ class Upstream(Backend):
     def constrains_for(self, schema: Any) -> bool:
         return all(b.constrains_for(schema) for b in self.backends)
 
+    def enforces(self, schema: Any) -> bool:
+        return all(b.enforces(schema) for b in self.backends)
+
     @property
     def gives_margins(self) -> bool:
         return all(b.gives_margins for b in self.backends)

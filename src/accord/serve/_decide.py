@@ -61,7 +61,7 @@ class Decider:
                 retry=ask.retry_policy(self.config.transport_attempts),
                 budget=ask.budget(),
                 settings=Settings(max_tokens=job.max_tokens, temperature=job.temperature, seed=job.seed, stop=job.stop),
-                prompting=Prompting(schema_in_prompt=job.schema is not None),
+                prompting=Prompting(schema_in_prompt=job.schema is not None and ask.schema_in_prompt),
                 extract=Extract(normalize=[NORMALIZERS[name] for name in ask.normalize]),
                 ledger=self.ledger,
                 telemetry=self.telemetry,

@@ -17,6 +17,8 @@ the wrong kind, is a 400 that names it (:class:`~._errors.ApiError`), never a si
     plurality    no quorum: answer with the plurality, ``stable: false``, instead of a 422
     normalize    for free text: extra normalizers by name (casefold, nfkc, collapse_whitespace)
     refresh      with a ledger: decide again instead of replaying the stored answer
+    schema_in_prompt  show the model the request's schema in its prompt, beside the upstream's
+                 ``response_format`` (default true; false: the messages go as the client wrote them)
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from typing import Any
 from .. import Budget, ConfigError, MarginGate, Retry, Vote, casefold, collapse_whitespace, nfkc
 from ._errors import ApiError
 
-NAMES = ("k", "quorum", "fieldwise", "retry", "max_seconds", "early_stop", "gate", "plurality", "normalize", "refresh")
+NAMES = ("k", "quorum", "fieldwise", "retry", "max_seconds", "early_stop", "gate", "plurality", "normalize", "refresh",
+         "schema_in_prompt")
 NORMALIZERS = {"casefold": casefold, "nfkc": nfkc, "collapse_whitespace": collapse_whitespace}
 DEFAULT_K = 5
 
@@ -48,6 +51,7 @@ class Ask:
     plurality: bool = False
     normalize: tuple[str, ...] = ()
     refresh: bool = False
+    schema_in_prompt: bool = True
 
     def vote(self) -> Vote:
         return Vote(k=self.k, quorum=self.quorum, early_stop=self.early_stop, fieldwise=self.fieldwise,
@@ -143,6 +147,7 @@ _CHECKS: dict[str, Callable[[str, Any, int, float], Any]] = {
     "plurality": _flag,
     "normalize": _normalizers,
     "refresh": _flag,
+    "schema_in_prompt": _flag,
 }
 
 

@@ -14,11 +14,10 @@ What an exchange does, per ballot:
 2. the first time a server is seen with a schema ``response_format`` can carry (an object
    root, or a bare type wrapped in ``{"answer": ...}``: :func:`._wire.format_for`), probes it
    once (:mod:`._probe`): does it honour ``response_format`` (strict JSON Schema)? The answer
-   is remembered per (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it;
-   the core reads ``constrains`` when a run starts, so a run that starts after the probe leaves
-   the schema out of the prompt; one that starts before renders it, and the exchange takes it
-   out again when ``response_format`` goes (:func:`._wire.unhinted`): every run's server reads
-   the same prompt, the first of a process included;
+   is remembered per (server, model) in :mod:`._caps`, and :attr:`OpenAIBackend.constrains` reports it.
+   The prompt does not depend on it: the core shows the schema in every prompt (unless the
+   policy says not), with ``response_format`` or without, so every run's server reads the same
+   prompt, the first of a process included;
 3. sends the chat completion, with ``logprobs``/``top_logprobs`` unless the server is known to
    drop them; a 400/422 that refuses a parameter (``temperature``, ``seed``,
    ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once
@@ -151,6 +150,11 @@ class OpenAIBackend(Exchanges):
         every schema with a JSON Schema, bare types wrapped; not a grammar): when False the core
         puts the schema in the prompt."""
         return self.constrains and format_for(schema)[0] is not None
+
+    def enforces(self, schema: Any) -> bool:
+        """Whether ``response_format`` goes with this schema unless a server refuses it: fixed by
+        ``structured=`` and the schema, before any probe (the ledger key's version reads it)."""
+        return self.structured != "off" and format_for(schema)[0] is not None
 
     @property
     def gives_margins(self) -> bool:  # computed: logprobs, a floor, servers that return them

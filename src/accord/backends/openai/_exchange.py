@@ -62,17 +62,15 @@ class Exchanges(Backend):
         can_format = self.structured != "off" and fmt is not None
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
-        claimed = self.structured == "on" or self.capabilities.get(key).response_format == "honoured"
         compared = self._compared(request)
         top = max(self.top_logprobs, TOP) if compared else self.top_logprobs
         options = wire.Options(model, self.default_max_tokens, self.logprobs, top)
 
         def build(known: Known) -> dict[str, Any]:
+            # The prompt is the core's (the schema shown unless the policy says not): response_format
+            # enforces the shape the prompt already told, where the server honours it.
             structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
-            if structured:  # the schema goes as response_format: never also in the prompt (wire.unhinted)
-                return wire.chat_params(wire.unhinted(request), options, known, structured=True, hint=False)
-            hint = claimed and not wire.has_hint(request)
-            return wire.chat_params(request, options, known, structured=False, hint=hint)
+            return wire.chat_params(request, options, known, structured=structured)
 
         response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
         try:
@@ -81,7 +79,7 @@ class Exchanges(Backend):
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         self._learn(key, params, parsed, response.choices[0])
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
-        meta.update(self._sent(key, params, lambda: wire.chat_params(request, options, Known(), structured=can_format, hint=False)))
+        meta.update(self._sent(key, params, lambda: wire.chat_params(request, options, Known(), structured=can_format)))
         steps = None
         if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
             steps = TokenSteps(params["messages"], steps_of(response.choices[0]), parsed.completion.usage.prompt_tokens)

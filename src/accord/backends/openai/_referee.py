@@ -73,12 +73,15 @@ class Referee(Backend):
     def constrains_for(self, schema: Schema[Any]) -> bool:
         return self.serving.constrains_for(schema)
 
+    def enforces(self, schema: Schema[Any]) -> bool:
+        return self.serving.enforces(schema)
+
     def generate(self, request: Request) -> Completion:
         fmt, wrapped = wire.format_for(request.schema)
         structured = fmt is not None and self.serving.constrains_for(request.schema)
         asked = request.with_settings(max_tokens=request.settings.max_tokens or self.serving.default_max_tokens)
-        if structured:  # the prompt the serving deployment reads (no hint beside response_format), the schema it was sent
-            asked = replace(wire.unhinted(asked), schema=_sent(request.schema))
+        if structured:  # the prompt the serving deployment reads, the schema it was sent as response_format
+            asked = replace(asked, schema=_sent(request.schema))
         if structured and _local(self.inner):  # decoded as vLLM's xgrammar does: the server's whitespace, any spelling
             layout = self.whitespace()
             completion = self.inner.generate(asked, whitespace=layout, engine=ENGINE)

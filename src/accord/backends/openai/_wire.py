@@ -17,11 +17,10 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from ..._types import Completion, Message, Request, Usage
-from ...prompt._prompt import build_input
+from ..._types import Completion, Request, Usage
 from ...schema._schema import Schema
 from ._caps import Known
 from ._errors import Malformed
@@ -138,15 +137,15 @@ def _close(node: Any) -> bool:
     return all([_close(child) for child in children]) and strict  # noqa: C419 - a list: every child is closed, none skipped
 
 
-def chat_params(request: Request, options: Options, known: Known, *, structured: bool, hint: bool) -> dict[str, Any]:
+def chat_params(request: Request, options: Options, known: Known, *, structured: bool) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create`` for one request.
 
-    ``structured``: send ``response_format``. ``hint``: add the schema's rendering to the prompt
-    (the core left it out because this backend said it constrains, but this request cannot be).
+    ``structured``: send ``response_format``. The messages are the request's as the core built
+    them: the schema's rendering in them unless the policy left it out, with or without
+    ``response_format`` (one prompt, whatever the server is later found to honour).
     """
     settings = request.settings
-    messages = _with_hint(request) if hint else request.messages
-    params: dict[str, Any] = {"model": options.model, "messages": messages}
+    params: dict[str, Any] = {"model": options.model, "messages": request.messages}
     extra: dict[str, Any] = {}
     max_tokens = settings.max_tokens or options.max_tokens
     if known.accepts("max_tokens"):
@@ -178,29 +177,6 @@ def chat_params(request: Request, options: Options, known: Known, *, structured:
 def wire_names(params: Mapping[str, Any]) -> set[str]:
     """The top-level field names the server receives."""
     return (set(params) - {"extra_body"}) | set(params.get("extra_body") or {})
-
-
-def has_hint(request: Request) -> bool:
-    """Whether the core put the schema's rendering in this request's input."""
-    return unhinted(request) is not request
-
-
-def unhinted(request: Request) -> Request:
-    """The request without the schema's rendering in its input (itself when it has none).
-
-    A run that starts before the server was probed renders the schema into the prompt (the core
-    cannot know yet whether ``response_format`` will carry it); once the call goes out with
-    ``response_format``, the hint is taken out again, so the server reads the same prompt as on
-    every later run. Without this, the first answer per process came from another prompt, and a
-    near-tied decision could differ between a worker's first request and the rest.
-    """
-    bare = build_input(request.prompt, request.schema, hint=False, feedback=request.feedback)
-    return request if request.input == bare else replace(request, input=bare)
-
-
-def _with_hint(request: Request) -> list[Message]:
-    hinted = build_input(request.input, request.schema, hint=True, feedback=None)
-    return [{"role": "user", "content": hinted}] if isinstance(hinted, str) else list(hinted)
 
 
 def rejected_params(exc: BaseException, sent: Mapping[str, Any]) -> frozenset[str]:
