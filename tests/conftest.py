@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 SLOW_MARKS = ("model", "server", "vllm", "slow")
-SLOW_FIXTURES = {"local_model", "openai_server", "vllm_server", "vllm_free_server", "docs_site", "ray_cluster"}
+SLOW_FIXTURES = {"local_model", "second_model", "openai_server", "vllm_server", "vllm_free_server", "docs_site", "ray_cluster"}
 SKIP_VLLM = "ACCORD_SKIP_VLLM"  # the one way to skip the vLLM tests: set it to 1
 SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
@@ -153,6 +153,20 @@ def local_model() -> Any:
         return accord.models.local()
     except accord.ModelNotInstalled as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def second_model() -> Any:
+    """The second small instruct model, Qwen2.5-Coder-0.5B-Instruct (tests/second_model.py), loaded
+    once per session. ``make setup`` downloads it; a missing download fails its tests (it is never
+    skipped unless ``ACCORD_SKIP_SECOND_MODEL=1`` is set), with the command that brings it."""
+    import second_model
+
+    if os.environ.get("ACCORD_SKIP_SECOND_MODEL") == "1":
+        pytest.skip("ACCORD_SKIP_SECOND_MODEL=1")
+    if not second_model.available():
+        pytest.fail(f"the second model is not downloaded: {second_model.SETUP}")
+    return second_model.load()
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,8 @@ from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
+from ._layout import check as check_layout
+from ._layout import own_layout
 from ._load import call_settings, greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._loops import LOOP, Closing, LoopStop
 from ._perturbed import perturbed
@@ -56,7 +58,9 @@ class TransformersBackend(Backend):
     ``compile_timeout``: seconds a compile may take before the next engine is tried (None: no
     limit, compile in-process). ``threads``: torch threads during a call. ``stop_loops``: end a
     constrained call once its text ends in a loop (``finish_reason="loop"``, :mod:`._loops`), not
-    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes). ``name``: the model's identity,
+    at ``max_tokens`` (:meth:`unconstrained` writes the raw text as it comes). ``layout``: the JSON
+    layout constrained decoding writes, "indent-N", "spaced" or "compact" (None, the default: the
+    model's own, found by a probe once per model, :mod:`._layout`). ``name``: the model's identity,
     used as given (default: folder name and weights hash; ``fingerprint=``/``model_id=``: older, deprecated).
     """
 
@@ -80,6 +84,7 @@ class TransformersBackend(Backend):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         stop_loops: bool = True,
         trust_remote_code: bool = False,
+        layout: str | None = None,
         name: str | None = None,
         condition: Perturbation | None = None,
         model_id: str | None = None,
@@ -94,6 +99,7 @@ class TransformersBackend(Backend):
         self.default_max_tokens = max_tokens
         _check.boolean("", "stop_loops", stop_loops)
         self.stop_loops = stop_loops
+        self._layout = check_layout(layout)
         start = time.perf_counter()
         self.model, self.tokenizer, self.path = open_model(model_or_path, tokenizer, dtype, device, trust_remote_code)
         self.load_seconds = time.perf_counter() - start
@@ -124,6 +130,14 @@ class TransformersBackend(Backend):
         return self._fingerprint
 
     @property
+    def layout(self) -> str:
+        """The JSON layout constrained decoding writes: ``layout=`` as given, else the model's own
+        (its unconstrained answer to a probe, once per model, kept in the user cache; :mod:`._layout`)."""
+        if self._layout is None:
+            self._layout = own_layout(self)
+        return self._layout
+
+    @property
     def dtype(self) -> str:  # the loaded model's
         return str(self.model.dtype).removeprefix("torch.")
 
@@ -145,6 +159,7 @@ class TransformersBackend(Backend):
             "dtype": self.dtype,
             "device": self.device,
             "engines": list(self.engines),
+            "layout": self._layout,  # None until the first constrained call finds it
             "path": str(self.path) if self.path else None,
         }
 
@@ -174,12 +189,13 @@ class TransformersBackend(Backend):
         """One call. A reference deployment decodes as the server it stands for does:
         ``whitespace``, how that server writes JSON: "compact" (no whitespace between tokens,
         vLLM's ``disable_any_whitespace``) or "free" (any, the model's choice: vLLM's default);
-        None, accord's own (one space after ``,`` and ``:``); ``engine``, that grammar engine
+        ``engine``, that grammar engine
         for this call (vLLM's xgrammar lets the model spell a constant in any tokens; llguidance
-        forces one spelling)."""
+        forces one spelling). Without ``whitespace``, the model's own layout (:attr:`layout`)."""
         start = time.perf_counter()
+        layout = whitespace if whitespace is not None else self.layout  # a probe on the first call (its own lock)
         with self._guard():
-            served = self.constrainer_for(engine).processor(request.schema, whitespace)
+            served = self.constrainer_for(engine).processor(request.schema, layout)
             return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer,
                                   prose=request.prose, labels=request.labels)
 

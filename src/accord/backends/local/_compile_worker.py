@@ -44,9 +44,17 @@ def compile_outlines_core(vocabulary: Any, kind: str, text: str) -> Any:
     return Index(outlines_core_regex(kind, text), vocabulary)
 
 
+def indent_of(kind: str) -> int | None:
+    """The indent of a "json-indent-N" kind (a model's own layout, ``_layout``); None for the others."""
+    head, _, width = kind.rpartition("-")
+    return int(width) if head == "json-indent" and width.isdigit() else None
+
+
 def compile_xgrammar(compiler: Any, kind: str, text: str) -> Any:
     if kind == "regex":
         return compiler.compile_regex(text)
+    if (indent := indent_of(kind)) is not None:  # one item a line, ``indent`` spaces a level, as json.dumps(indent=) writes
+        return compiler.compile_json_schema(text, any_whitespace=False, indent=indent, separators=(",", ": "), strict_mode=False)
     if kind == "json-free":  # a server's layouts ("json-free", "json-compact"), compiled as vLLM compiles them
         return compiler.compile_json_schema(text, any_whitespace=True)
     if kind == "json-compact":

@@ -53,16 +53,18 @@ class Spec:
     text: str
 
 
-#: The JSON kinds by ``whitespace``: a server's layout a reference decodes in (None: accord's own).
-JSON_KINDS = {None: "json", "compact": "json-compact", "free": "json-free"}
+#: The JSON kinds by ``whitespace``: a server's layout a reference decodes in ("compact", "free"),
+#: or a model's own (``_layout``: "spaced", "compact" or "indent-N"); None: "spaced".
+JSON_KINDS: dict[str | None, str] = {None: "json", "spaced": "json", "compact": "json-compact", "free": "json-free",
+              **{f"indent-{n}": f"json-indent-{n}" for n in range(1, 9)}}
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def spec_of(schema: Schema[Any], whitespace: str | None = None) -> Spec:
     """What the engines compile for a schema, made once per schema object (every generation asks);
-    ``whitespace``: the JSON layout, "compact", "free" or None (see :data:`JSON_KINDS`)."""
+    ``whitespace``: the JSON layout, "spaced", "compact", "free", "indent-N" or None (see :data:`JSON_KINDS`)."""
     if whitespace not in JSON_KINDS:
-        raise ConfigError(f'whitespace must be "compact", "free" or None, got {whitespace!r}')
+        raise ConfigError(f'whitespace must be "spaced", "compact", "free", "indent-N" (N from 1 to 8) or None, got {whitespace!r}')
     if schema.kind == "grammar":
         return Spec("lark", schema.source.lark)
     if schema.kind == "regex":
@@ -237,7 +239,7 @@ class Constrainer:
 
     def _compile(self, name: str, spec: Spec) -> Any:
         cls = ENGINES[name]
-        if spec.kind not in cls.kinds:
+        if ("json-indent" if spec.kind.startswith("json-indent-") else spec.kind) not in cls.kinds:
             raise CompileError(f"{name} does not take {spec.kind} grammars")
         engine = self.engine(name)
         if cls.isolated and self.compile_timeout is not None:

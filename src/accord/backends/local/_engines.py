@@ -4,7 +4,7 @@ An engine object is built once per tokenizer (its vocabulary index: the costly p
 then compiles grammars and makes a fresh outlines logits processor for every generation:
 
     engine = ENGINES["llguidance"](hf_tokenizer, vocab_size)
-    compiled = engine.compile("json", schema_text)      # kind: "json" | "json-compact" | "json-free" | "regex" | "lark"
+    compiled = engine.compile("json", schema_text)      # kind: "json" | "json-compact" | "json-free" | "json-indent-N" | "regex" | "lark"
     processor = engine.processor(compiled)              # for model.generate(logits_processor=...)
 
 llguidance compiles in-process under its own resource limits. outlines_core and xgrammar have
@@ -13,7 +13,9 @@ result in the engine's own serialization. "json" writes one space after ``,`` an
 "json-compact" no whitespace between tokens and "json-free" any (how a server writes strict JSON
 with and without vLLM's ``disable_any_whitespace``: a reference deployment decodes in the serving
 deployment's format, docs/determinism.md; outlines_core writes every JSON compact and takes no
-"json-free").
+"json-free"). "json-indent-N" is a model's own layout (``_layout``): a new line before each key and
+item and before a closing bracket, N spaces a level (xgrammar exactly; llguidance lets the model
+put one such gap, or none, between any two tokens).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _compile_worker as native
 
+_DEPTH = 12  # the deepest indent a "json-indent-N" layout writes (levels)
+
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
 
@@ -50,7 +54,7 @@ class CompileError(Exception):
 class Engine:
     name: ClassVar[str]
     package: ClassVar[str]
-    kinds: ClassVar[frozenset[str]] = frozenset({"json", "json-compact", "json-free", "regex"})
+    kinds: ClassVar[frozenset[str]] = frozenset({"json", "json-compact", "json-free", "json-indent", "regex"})
     isolated: ClassVar[bool] = False  # compile in a child process when a time limit is set
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
@@ -79,7 +83,7 @@ class Engine:
 class LLGuidance(Engine):
     name = "llguidance"
     package = "llguidance"
-    kinds = frozenset({"json", "json-compact", "json-free", "regex", "lark"})
+    kinds = frozenset({"json", "json-compact", "json-free", "json-indent", "regex", "lark"})
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
         import llguidance.hf
@@ -90,10 +94,14 @@ class LLGuidance(Engine):
     def compile(self, kind: str, text: str) -> Any:
         from llguidance import LLMatcher
 
-        if kind in ("json", "json-compact", "json-free"):
+        if (indent := native.indent_of(kind)) is not None:
+            # a new line and whole indents between tokens (one such gap at most), the model's own layout
+            options: JsonCompileOptions = {"whitespace_flexible": True, "whitespace_pattern": rf"\n( {{{indent}}}){{0,{_DEPTH}}}",
+                                           "item_separator": ",", "key_separator": ": "}
+            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
+        elif kind in ("json", "json-compact", "json-free"):
             separators = native.COMPACT if kind == "json-compact" else native.SEPARATORS
-            options: JsonCompileOptions = {"whitespace_flexible": kind == "json-free", "item_separator": separators[0],
-                                           "key_separator": separators[1]}
+            options = {"whitespace_flexible": kind == "json-free", "item_separator": separators[0], "key_separator": separators[1]}
             grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(text)
