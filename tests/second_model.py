@@ -43,7 +43,7 @@ def available() -> bool:
 
 def gguf(cache_dir: Path | None = None) -> Path:
     """The joined GGUF in the user cache, its sha256 checked (joined once; a wrong one never loads)."""
-    from accord.backends.local._embedded import cache_root
+    from accord.backends.local._load import cache_root
 
     target = (cache_dir or cache_root()) / "models" / f"{LABEL}.gguf"
     if target.is_file() and _sha256(target) == SHA256:

@@ -126,14 +126,17 @@ def logprobs(*tokens: str) -> dict[str, Any]:
                         for t in tokens]}
 
 
+SHOWN = 'Alice is 30.\n\nAnswer in JSON using this schema:\n{\n  "name": string,\n  "age": int,\n}'
+
+
 def test_the_floor_is_learned_on_the_prompt_the_server_read_and_not_on_another_prompt():
     answer = '{"name":"Alice","age":30}'
     server = Server(lambda body: chat('{"probe":1}') if is_probe(body) else chat(answer, logprobs=logprobs('{"name":"', "Alice", '","age":30}')))
     reference = Recorder(answer, count=5)  # the mock server counts 5 prompt tokens
     backend = sync_backend(server, reference=reference, margins=models.Margins(dtype_label="bfloat16"))
-    result = Stabilizer(backend, schema=Person).run("Alice is 30.")  # before the probe: the core rendered the schema in the prompt
-    assert result.stopped_because == "reference" and server.chats[0]["messages"] == [{"role": "user", "content": "Alice is 30."}]
-    assert reference.forced_with == [server.chats[0]["messages"]]  # fed the prompt the server read, not the hinted one
+    result = Stabilizer(backend, schema=Person).run("Alice is 30.")  # the schema shown beside response_format
+    assert result.stopped_because == "reference" and server.chats[0]["messages"] == [{"role": "user", "content": SHOWN}]
+    assert reference.forced_with == [server.chats[0]["messages"]]  # fed the prompt the server read
     assert backend._learner is not None and backend._learner.samples == 1 and backend._learner.other_prompt is None
 
     other = Recorder(answer, count=9)  # a reference whose chat template makes another prompt

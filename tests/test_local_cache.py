@@ -35,7 +35,7 @@ def test_conversion_runs_once_when_processes_start_at_once(monkeypatch: pytest.M
     gguf.write_bytes(b"GGUF fake weights")
     conversions: list[float] = []
 
-    def fake_convert(source: Path, out: Path) -> None:
+    def fake_convert(source: Path, out: Path, model_id: str) -> None:
         conversions.append(time.perf_counter())
         time.sleep(0.2)  # long enough for the others to arrive while it runs
         (out / "config.json").write_text("{}")
@@ -63,7 +63,7 @@ def test_failed_conversion_leaves_nothing_behind(monkeypatch: pytest.MonkeyPatch
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
 
-    def broken(source: Path, out: Path) -> None:
+    def broken(source: Path, out: Path, model_id: str) -> None:
         (out / "half-written").write_text("x")
         raise RuntimeError("disk full")
 

@@ -339,15 +339,16 @@ def test_a_whole_answer_that_loops_to_max_tokens_is_a_loop_found_after_the_fact(
 
 # -- the embedded model, stopped in a real loop ---------------------------------------------------
 
-BANK = "Summarize this support ticket. Ticket: I was charged twice. I'm disputing with my bank now. I'm disputing with my bank now."
+# Shown the schema and writing its own layout, the model loops in the summary once the ticket says it four times.
+BANK = "Summarize this support ticket. Ticket: I was charged twice." + " I'm disputing with my bank now." * 4
 
 
 def test_the_embedded_model_looping_in_prose_closes_the_string_within_the_call(local_model: Any) -> None:
     result = Stabilizer(local_model, Ticket, vote=Vote(k=1, gate=None)).run(BANK)
     (ballot,) = result.ballots  # one call: the loop closed the summary, the ballot went on to a valid end
     assert ballot.status == "valid" and ballot.finish_reason == "stop"
-    (closed,) = ballot.meta["closed_loops"]
-    assert closed["path"] == "summary" and "disputing with my bank" in closed["stretch"] and closed["dropped_tokens"] > 0
+    (closed,) = [c for c in ballot.meta["closed_loops"] if c["path"] == "summary"]  # its tags loop too, and are closed
+    assert "disputing with my bank" in closed["stretch"] and closed["dropped_tokens"] > 0
     summary = result.value.summary
     assert summary.count(closed["stretch"].strip()) <= 1, "the repeats past the first stretch are dropped"
     assert ballot.usage.completion_tokens is not None and ballot.usage.completion_tokens < 128, "closed well before max_tokens=256"
@@ -469,3 +470,14 @@ def test_the_trimmed_steps_become_their_least_certain_one() -> None:
     recorder.logprobs, recorder.times = [-0.1] * 4, [0.0] * 4
     recorder.collapse(1, 3)
     assert [round(m, 3) for m in recorder.margins] == [4.0, 0.1, 9.0]
+
+
+def test_a_closer_lets_the_models_own_layout_put_a_new_line_and_an_indent_before_a_bracket() -> None:
+    from accord.backends.local._loops import consumed
+
+    assert consumed('"', '"]') == ("]", True)
+    assert consumed("\n  ", "]") == ("]", True), "an indented layout's gap before the bracket"
+    assert consumed("\n  ],", "]") == ("", True)
+    assert consumed('"\n  ]', '"]') == ("", True)
+    assert consumed(" ", '"') == ('"', False), "inside a string a space is text, not layout"
+    assert consumed("x", "]") == ("]", False)

@@ -188,9 +188,10 @@ def test_a_server_that_honours_response_format_is_probed_once_then_trusted():
     assert backend.constrains is True
     run(backend)
     first, second = server.chats
-    # The first run started before the probe and rendered the hint; with response_format going
-    # out, the exchange took it out again: both runs' server read the same prompt.
-    assert first["messages"] == second["messages"] == [{"role": "user", "content": "Alice is 30."}]
+    # The first run started before the probe, the second after it: both show the schema in the
+    # prompt beside response_format, so the server read the same prompt.
+    shown = 'Alice is 30.\n\nAnswer in JSON using this schema:\n{\n  "name": string,\n  "age": int,\n}'
+    assert first["messages"] == second["messages"] == [{"role": "user", "content": shown}]
     assert first["response_format"] == second["response_format"]
     fmt = second["response_format"]["json_schema"]
     assert fmt["strict"] is True and fmt["schema"]["additionalProperties"] is False
@@ -246,7 +247,8 @@ def test_a_bare_schema_goes_wrapped_in_an_object_and_comes_back_unwrapped():
     assert fmt["strict"] is True and fmt["schema"] == {
         "type": "object", "properties": {"answer": {"enum": ["positive", "negative"], "type": "string"}},
         "required": ["answer"], "additionalProperties": False}
-    assert server.bodies[0]["messages"][0]["content"] == "Great product!"  # constrained: no hint in the prompt
+    shown = "Great product!\n\nAnswer with exactly one of: positive, negative."  # the value's own rendering, unwrapped
+    assert server.bodies[0]["messages"][0]["content"] == shown  # constrained, and told the choices
     assert backend.constrains_for(Schema.of(int)) and backend.constrains_for(Schema.of(list[int]))
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 import accord
 from accord import MarginGate, Perturb, Request, Schema, Settings, Stabilizer, Vote, models
 from accord.backends.openai._caps import Capabilities
+from accord.prompt._prompt import build_input
 from accord.read._read import Reading, read
 from accord.vote._decisive import Decisions
 from accord.vote._prefix import prefix
@@ -54,6 +55,11 @@ def split(completion: accord.Completion, prompt: str) -> tuple[float, float, int
     return min(completion.margins[:n]), min(completion.margins[n:]), n
 
 
+def shown(prompt: str) -> Any:
+    """The prompt as a run sends it: the schema shown after it (``prompt/_prompt.build_input``)."""
+    return build_input(prompt, Schema.of(Ticket), hint=True, feedback=None)
+
+
 def demonstrate(backend_at: Any, generate: Any) -> None:
     """Find a ticket whose summary has a step below its decisions' smallest margin, then run the
     gate with floors on either side of that margin."""
@@ -83,7 +89,7 @@ def test_the_local_gate_reads_the_decisive_steps_of_a_ticket(local_model: Any) -
     schema = Schema.of(Ticket)
 
     def generate(prompt: str) -> accord.Completion:
-        completion: accord.Completion = local_model.generate(Request(prompt, prompt, schema, Settings(max_tokens=160)))
+        completion: accord.Completion = local_model.generate(Request(prompt, shown(prompt), schema, Settings(max_tokens=160)))
         return completion
 
     demonstrate(lambda floor: local_model, generate)
@@ -99,7 +105,7 @@ def test_the_gate_over_http_reads_the_decisive_steps_through_the_token_offsets(v
     schema = Schema.of(Ticket)
 
     def generate(prompt: str) -> accord.Completion:
-        completion: accord.Completion = probe.generate(Request(prompt, prompt, schema, Settings(max_tokens=160)))
+        completion: accord.Completion = probe.generate(Request(prompt, shown(prompt), schema, Settings(max_tokens=160)))
         return completion
 
     demonstrate(backend, generate)

@@ -36,8 +36,7 @@ from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
-from ._layout import check as check_layout
-from ._layout import own_layout
+from ._layout import check_layout, own_layout
 from ._load import call_settings, greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._loops import LOOP, Closing, LoopStop
 from ._perturbed import perturbed

@@ -202,17 +202,24 @@ class Constrainer:
         self.key = tokenizer_key(tokenizer, vocab_size)
 
     def processor(self, schema: Schema[Any], whitespace: str | None = None) -> Served:
+        """The first engine of the chain that compiles the schema in ``whitespace``'s layout; a
+        model's own indented layout that no engine compiles falls back to "spaced" (recorded in
+        ``passed_over`` under ``"layout"``)."""
         spec = spec_of(schema, whitespace)
         passed_over: dict[str, str] = {}
-        for name in self.chain:
-            start = time.perf_counter()
-            try:
-                compiled, cached = self.compile(name, spec)
-            except CompileError as exc:
-                passed_over[name] = str(exc)
-                continue
-            seconds = 0.0 if cached else time.perf_counter() - start
-            return Served(name, self.engine(name).processor(compiled), seconds, passed_over)
+        specs = [spec, spec_of(schema, "spaced")] if spec.kind.startswith("json-indent-") else [spec]
+        for tried in specs:
+            for name in self.chain:
+                start = time.perf_counter()
+                try:
+                    compiled, cached = self.compile(name, tried)
+                except CompileError as exc:
+                    passed_over[name if tried is spec else f"{name} (spaced)"] = str(exc)
+                    continue
+                if tried is not spec:
+                    passed_over["layout"] = f"{whitespace} compiled by no engine: spaced"
+                seconds = 0.0 if cached else time.perf_counter() - start
+                return Served(name, self.engine(name).processor(compiled), seconds, passed_over)
         raise UnsupportedSchema(_no_engine_message(schema, spec, passed_over))
 
     def compile(self, name: str, spec: Spec) -> tuple[Any, bool]:

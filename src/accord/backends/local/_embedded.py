@@ -29,7 +29,7 @@ from typing import Any
 
 from ..._errors import ModelNotInstalled
 from ._backend import TransformersBackend
-from ._load import file_sha256, quiet_transformers
+from ._load import cache_root, file_sha256, quiet_transformers
 
 log = logging.getLogger("accord")
 
@@ -80,16 +80,6 @@ def find_gguf() -> Path:
         if (Path(location) / GGUF).is_file():
             return Path(location) / GGUF
     raise ModelNotInstalled(f"{DISTRIBUTION} is installed but {GGUF} is missing; reinstall it with: {INSTALL}")
-
-
-def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    if os.environ.get("ACCORD_CACHE_DIR"):
-        return Path(os.environ["ACCORD_CACHE_DIR"])
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("accord"))
 
 
 def converted_folder(

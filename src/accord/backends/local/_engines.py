@@ -14,8 +14,8 @@ result in the engine's own serialization. "json" writes one space after ``,`` an
 with and without vLLM's ``disable_any_whitespace``: a reference deployment decodes in the serving
 deployment's format, docs/determinism.md; outlines_core writes every JSON compact and takes no
 "json-free"). "json-indent-N" is a model's own layout (``_layout``): a new line before each key and
-item and before a closing bracket, N spaces a level (xgrammar exactly; llguidance lets the model
-put one such gap, or none, between any two tokens).
+item and before a closing bracket, N spaces a level, as ``json.dumps(indent=N)`` writes it; only
+xgrammar takes it (the Constrainer falls back to "json" where xgrammar cannot compile a schema).
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _compile_worker as native
-
-_DEPTH = 12  # the deepest indent a "json-indent-N" layout writes (levels)
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
@@ -83,7 +81,9 @@ class Engine:
 class LLGuidance(Engine):
     name = "llguidance"
     package = "llguidance"
-    kinds = frozenset({"json", "json-compact", "json-free", "json-indent", "regex", "lark"})
+    # No "json-indent": its whitespace is one pattern between every two tokens, whatever the depth, so
+    # the model could write a line at the wrong indent, or none; xgrammar writes the layout exactly.
+    kinds = frozenset({"json", "json-compact", "json-free", "regex", "lark"})
 
     def __init__(self, tokenizer: Any, vocab_size: int) -> None:
         import llguidance.hf
@@ -94,14 +94,10 @@ class LLGuidance(Engine):
     def compile(self, kind: str, text: str) -> Any:
         from llguidance import LLMatcher
 
-        if (indent := native.indent_of(kind)) is not None:
-            # a new line and whole indents between tokens (one such gap at most), the model's own layout
-            options: JsonCompileOptions = {"whitespace_flexible": True, "whitespace_pattern": rf"\n( {{{indent}}}){{0,{_DEPTH}}}",
-                                           "item_separator": ",", "key_separator": ": "}
-            grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
-        elif kind in ("json", "json-compact", "json-free"):
+        if kind in ("json", "json-compact", "json-free"):
             separators = native.COMPACT if kind == "json-compact" else native.SEPARATORS
-            options = {"whitespace_flexible": kind == "json-free", "item_separator": separators[0], "key_separator": separators[1]}
+            options: JsonCompileOptions = {"whitespace_flexible": kind == "json-free", "item_separator": separators[0],
+                                           "key_separator": separators[1]}
             grammar = LLMatcher.grammar_from_json_schema(text, defaults=options)
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(text)

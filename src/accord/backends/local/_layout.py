@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ConfigError
+from ._load import cache_root
 
 if TYPE_CHECKING:
     from ._backend import TransformersBackend
@@ -43,7 +44,7 @@ _KEY_SEPARATOR = re.compile(r'"([ \t]*):')
 _ITEM_SEPARATOR = re.compile(r',([ \t]*)"')
 
 
-def check(layout: str | None) -> str | None:
+def check_layout(layout: str | None) -> str | None:
     """``layout`` when it is one accord decodes in (or None: found by a probe); else a ConfigError."""
     if layout is not None and layout not in LAYOUTS:
         raise ConfigError(f'layout must be "spaced", "compact", "indent-N" (N from 1 to 8) or None (found by a probe), got {layout!r}')
@@ -99,8 +100,6 @@ class Layouts:
 
     @property
     def path(self) -> Path:
-        from ._embedded import cache_root
-
         return (self.folder or cache_root()) / "layouts.json"
 
     def get(self, fingerprint: str) -> str | None:

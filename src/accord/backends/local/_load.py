@@ -209,3 +209,15 @@ def call_settings(model: Any, base: Any, threads: int | None, seed: int | None) 
         model.generation_config = saved
         if threads is not None:
             torch.set_num_threads(old_threads)
+
+
+def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """accord's user cache: ``cache_dir``, else ``$ACCORD_CACHE_DIR``, else platformdirs' (converted
+    models, found layouts)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("ACCORD_CACHE_DIR"):
+        return Path(os.environ["ACCORD_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("accord"))

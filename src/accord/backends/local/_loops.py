@@ -88,7 +88,8 @@ class LoopStop:
         tokens = input_ids[0, self.width :].tolist()
         if self.closing is not None:  # this step's token was forced (CloseString): is the value closed?
             piece = str(self.tokenizer.decode(tokens[-1:], skip_special_tokens=True))
-            self.left = self.left[len(piece):] if self.left.startswith(piece) else ""
+            left, fits = consumed(piece, self.left)
+            self.left = left if fits else ""
             if not self.left:
                 self.closed.append(self.closing)
                 self.closing = None
@@ -157,6 +158,21 @@ class LoopStop:
         self.closing = None
 
 
+def consumed(piece: str, left: str) -> tuple[str, bool]:
+    """What of ``left`` (a closer: ``"``, ``"]``, ``]``) is still to write once ``piece`` is written,
+    and whether ``piece`` fits it: its characters spell the closer's next ones, but for whitespace
+    before a bracket (a model's own layout puts a new line and an indent there), and what follows
+    once the closer is whole is the grammar's to judge."""
+    for char in piece:
+        if not left:
+            return "", True
+        if char == left[0]:
+            left = left[1:]
+        elif not (char.isspace() and left[0] in "]}"):
+            return left, False
+    return left, True
+
+
 def _escaping(text: str) -> bool:
     """Whether ``text`` ends in an escape's backslash (a quote next would be an escaped one)."""
     return (len(text) - len(text.rstrip("\\"))) % 2 == 1
@@ -223,12 +239,13 @@ class Closing:
         return [CloseString(stop, self.starting)] if stop is not None and (stop.prose or stop.labels) else []
 
     def starting(self, text: str) -> list[int]:
-        """The ids whose text begins with ``text`` or is a start of it (made once per text)."""
+        """The ids whose text begins with ``text`` or is a start of it, whitespace before a bracket
+        allowed (:func:`consumed`; made once per text)."""
         if text not in self._starting:
             if self._texts is None:
                 self._texts = [str(t) for t in self.tokenizer.batch_decode([[i] for i in range(len(self.tokenizer))],
                                                                            skip_special_tokens=True)]
-            self._starting[text] = [i for i, piece in enumerate(self._texts) if piece and (piece.startswith(text) or text.startswith(piece))]
+            self._starting[text] = [i for i, piece in enumerate(self._texts) if piece and consumed(piece, text)[1]]
         return self._starting[text]
 
     def trim(self, tokens: list[int], recorder: Any, stop: LoopStop) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...] | None]:
