@@ -1,6 +1,6 @@
-"""accord on the schemas applications write: four of them, on the embedded model and on vLLM.
+"""accord on the schemas applications write: four of them, on two local models and on vLLM.
 
-    python benchmarks/apps.py [--quick] [--only embedded,vllm,tasks] [--limit N] [--apps tickets,...]
+    python benchmarks/apps.py [--quick] [--only embedded,second,vllm,tasks] [--limit N] [--apps tickets,...]
                               [--dtypes float32,bfloat16] [--load 16] [--seconds S] [--compact]
                               [--base-url URL --model NAME] [--json PATH] [--report PATH]
 
@@ -9,6 +9,8 @@ meeting notes; 42 inputs with gold, frozen before the first run) are decided und
 deployments, each input by every arm:
 
   embedded float32, embedded bfloat16   ``accord.models.local(dtype=...)``, one after the other
+  second                                a second small instruct model the project never tuned to,
+                                        Qwen2.5-Coder-0.5B-Instruct in float32 (tests/second_model.py)
   vLLM quiet, vLLM loaded               the project's vLLM (tests/servers.py ``serve_vllm``, bfloat16)
                                         started as users start it, WITHOUT the compact-JSON flag
                                         (``--compact`` adds it); loaded: ``--load`` (16) other
@@ -16,10 +18,13 @@ deployments, each input by every arm:
 
 Arms, every call greedy, at the backend's default ``max_tokens``:
 
-  raw                    one strict call, read strictly (``json.loads``, then the schema): on the
-                         embedded model one constrained ``generate`` of the request accord's first
-                         ballot sends; on vLLM one call with the schema as a strict
-                         ``response_format`` and the prompt alone
+  raw                    one strict call, read strictly (``json.loads``, then the schema): on a
+                         local model one constrained ``generate`` of the request accord's first
+                         ballot sends (the schema shown, the model's own layout); on vLLM one call
+                         with the schema as a strict ``response_format`` and the prompt alone
+  own, schema shown      on a local model: its own unconstrained greedy text with the schema shown,
+                         read by accord's reader (``Vote(k=1, gate=None)``, ``Retry(attempts=1)``):
+                         the model's best plain call, which accord must never be less often right than
   accord                 ``Stabilizer(model, schema=M)``, the default policy; on vLLM through
                          ``models.openai(..., reference=models.local(dtype="float32"))``
   accord, no reference   on vLLM only: ``models.openai(...)`` without a reference
@@ -63,14 +68,16 @@ sys.path.insert(0, str(ROOT / "tests"))  # servers.py: the test servers
 import accord  # noqa: E402
 import apps_report  # noqa: E402
 import tasks  # noqa: E402
-from accord._types import Request, Settings  # noqa: E402
+from accord._types import Completion, Request, Settings  # noqa: E402
+from accord.backends._base import Backend  # noqa: E402
 from accord.prompt._prompt import build_input  # noqa: E402
 from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
 from apps_data import APPS, App  # noqa: E402
 
 CACHE_DIR = ROOT / ".bench-cache"
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"
-SECTIONS = ("embedded", "vllm", "tasks")
+SECTIONS = ("embedded", "second", "vllm", "tasks")
+OWN = apps_report.OWN  # the model's own unconstrained answer, the schema shown: its best plain call
 VLLM_DTYPE = "bfloat16"
 QUICK_APPS = ("tickets", "invoices")  # --quick: about a minute here (every schema: about two, most inputs running to max_tokens)
 TASK_IDS = tuple(f"{kind}-{n}" for kind in ("sentiment", "yesno", "integer", "date", "person") for n in range(4))
@@ -139,14 +146,13 @@ Arm = Callable[[App, dict[str, Any]], Outcome]
 
 
 def local_arms(model: Any) -> dict[str, Arm]:
-    stabilizers: dict[str, accord.Stabilizer[Any]] = {}
+    stabilizers: dict[Any, accord.Stabilizer[Any]] = {}
 
     def raw(app: App, item: dict[str, Any]) -> Outcome:
         schema, prompt = accord.Schema.of(app.model), app.prompt(item)
-        # The request accord's first ballot sends: the schema is rendered into the prompt only
-        # where the backend does not constrain to it (run/_loop.py), at the default max_tokens.
-        hint = not model.constrains_for(schema)
-        request = Request(prompt, build_input(prompt, schema, hint=hint, feedback=None), schema, Settings())
+        # The request accord's first ballot sends: the schema shown in the prompt (on every backend,
+        # run/_loop.py), decoded in the model's own layout, at the default max_tokens.
+        request = Request(prompt, build_input(prompt, schema, hint=True, feedback=None), schema, Settings())
         start = time.perf_counter()
         try:
             completion = model.generate(request)
@@ -154,12 +160,32 @@ def local_arms(model: Any) -> dict[str, Arm]:
             return Outcome(None, type(exc).__name__, True, 1, 0, time.perf_counter() - start)
         return strict(schema, completion.text or "", completion.finish_reason, time.perf_counter() - start)
 
+    def own(app: App, item: dict[str, Any]) -> Outcome:
+        """The model's own unconstrained greedy text with the schema shown, read by accord's reader."""
+        if (app.name, "own") not in stabilizers:
+            stabilizers[(app.name, "own")] = accord.Stabilizer(Unconstrained(model), schema=app.model, vote=accord.Vote(k=1, gate=None),
+                                                               retry=accord.Retry(attempts=1))  # fmt: skip
+        stab = stabilizers[(app.name, "own")]
+        return decided(stab.schema, stab, app.prompt(item))
+
     def stabilized(app: App, item: dict[str, Any]) -> Outcome:
         if app.name not in stabilizers:
             stabilizers[app.name] = accord.Stabilizer(model, schema=app.model)
         return decided(stabilizers[app.name].schema, stabilizers[app.name], app.prompt(item))
 
-    return {"raw": raw, "accord": stabilized}
+    return {"raw": raw, OWN: own, "accord": stabilized}
+
+
+class Unconstrained(Backend):
+    """A local model's own text: greedy, no grammar (``TransformersBackend.unconstrained``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.fingerprint = f"{inner.fingerprint} [unconstrained]"
+        self.default_max_tokens = inner.default_max_tokens
+
+    def generate(self, request: Request) -> Completion:
+        return self.inner.unconstrained(request.input, request.settings)  # type: ignore[no-any-return]
 
 
 def http_arms(url: str, name: str, reference: Any) -> dict[str, Arm]:
@@ -202,7 +228,8 @@ def warm(model: Any, apps: list[App]) -> float:
     start = time.perf_counter()
     constrainer = getattr(model, "constrainer", None)  # the local backend's (not on the declared Backend surface)
     for app in apps:
-        for whitespace in (None, "compact", "free") if constrainer is not None else ():  # as a reference decodes for each server
+        layouts = (model.layout, "compact", "free") if constrainer is not None else ()  # its own (the probe), as a reference decodes
+        for whitespace in layouts:
             constrainer.processor(accord.Schema.of(app.model), whitespace)
     schema = accord.Schema.of(tasks.YesNo)
     model.generate(Request("Is water wet?", "Is water wet?", schema, Settings(max_tokens=8)))
@@ -323,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     begin = time.perf_counter()
     runs: dict[str, Any] = {}
     report: dict[str, Any] = {"apps": {a.name: [i["id"] for i in a.items] for a in apps}, "sections": sections}
-    print(f"apps: {', '.join(f'{a.name} ({len(a.items)})' for a in apps)}; SmolLM2-135M-Instruct on {os.cpu_count()} CPUs; "
+    print(f"apps: {', '.join(f'{a.name} ({len(a.items)})' for a in apps)}; SmolLM2-135M-Instruct (and second: Qwen2.5-Coder-0.5B-Instruct) "
+          f"on {os.cpu_count()} CPUs; "
           f"sections: {', '.join(sections)}", flush=True)
     if "embedded" in sections:
         for dtype in dtypes:
@@ -331,6 +359,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  embedded {dtype}: warmed up in {warm(model, apps):.0f} s (untimed: first generation, grammars compiled)", flush=True)
             run_deployment(f"embedded {dtype}", local_arms(model), apps, args.seconds, runs)
             del model
+    if "second" in sections:  # a second small instruct model the project never tuned to (tests/second_model.py)
+        import second_model
+
+        model = second_model.load()
+        print(f"  second ({model.fingerprint}, float32): warmed up in {warm(model, apps):.0f} s", flush=True)
+        run_deployment(f"second {second_model.MODEL_ID}", local_arms(model), apps, args.seconds, runs)
+        del model
     task_found: dict[str, Any] | None = None
     if "vllm" in sections or "tasks" in sections:
         reference = accord.models.local(dtype="float32")  # loaded before the cache dir moves (its converted folder is the user's)

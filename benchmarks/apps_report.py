@@ -21,6 +21,7 @@ from apps_fields import decisive_key, decisive_paths, gold_fields, normal_path, 
 
 PAIRS = (("embedded float32", "embedded bfloat16"), ("vLLM quiet", "vLLM loaded"))
 TIME_RATIO, CALLS_EMBEDDED, CALLS_REFERENCE = 1.3, 1.3, 1.5  # the issue's targets
+OWN = "own, schema shown"  # benchmarks/apps.py's arm: the model's own unconstrained answer, the schema shown
 
 
 def _p90(values: list[float]) -> float:
@@ -161,7 +162,7 @@ def show(apps: list[App], runs: dict[str, Any], default_bound: float | None) -> 
     figures = {app.name: schema_figures(app, runs, default_bound) for app in apps}
     for app in apps:
         _print_schema(app, figures[app.name], default_bound)
-    print("\n## targets (issue 36)")
+    print("\n## targets (issues 36 and 42)")
     for line in targets(figures):
         print(f"- {line}")
     return figures
@@ -188,10 +189,15 @@ def targets(figures: dict[str, Any]) -> list[str]:
     by = {(r["schema"], r["deployment"], r["arm"]): r for r in rows}
     for (schema, dep, arm), r in by.items():
         raw = by.get((schema, dep, "raw"))
-        if arm == "raw" or raw is None:
+        if arm in ("raw", OWN) or raw is None:
             continue
         lines.append(f"{arm} valid >= raw's and right on gold >= raw's, {schema} {dep}: valid {r['valid']} vs {raw['valid']}, "
                      f"right {r['right']} vs {raw['right']} of {r['answers']}: {verdict(r['valid'] >= raw['valid'] and r['right'] >= raw['right'])}")
+        own = by.get((schema, dep, OWN))
+        if own is not None:  # issue 42: never less often right than the model's own best plain call
+            lines.append(f"{arm} valid >= and right on gold >= the model's own answer with the schema shown, {schema} {dep}: valid "
+                         f"{r['valid']} vs {own['valid']}, right {r['right']} vs {own['right']} (gold fields {_share(*r['gold_fields'])} vs "
+                         f"{_share(*own['gold_fields'])}): {verdict(r['valid'] >= own['valid'] and r['right'] >= own['right'])}")
     return lines
 
 

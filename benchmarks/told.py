@@ -1,0 +1,192 @@
+"""What the model is told: accord against the model's own best plain call, on two models.
+
+    python benchmarks/told.py [--quick] [--models embedded,second] [--limit N] [--json PATH]
+
+The shipped short tasks (benchmarks/tasks.py: sentiment, yes/no, integers, dates, people; 62 items
+with gold) on the embedded SmolLM2-135M-Instruct and on a second small instruct model the project
+never tuned to (Qwen2.5-Coder-0.5B-Instruct, tests/second_model.py), both float32 and greedy, each
+item by every arm:
+
+  strict, prompt alone, spaced   one constrained call of the prompt alone, in one-line JSON
+                                 (``{"answer": "no"}``): what accord sent a local model before
+                                 issue 42, and what a grammar library does by default
+  strict, schema shown, spaced   the same call with the schema shown in the prompt
+  strict, schema shown           ... and in the model's own layout: accord's first ballot now
+                                 (the baseline "one plain strict call")
+  own, schema shown              the model's own unconstrained greedy text with the schema shown,
+                                 read by accord's reader: the model's best plain call
+  accord                         ``Stabilizer(model, schema)``, the default policy
+
+The strict and own arms are one call each (``Vote(k=1, gate=None)``, ``Retry(attempts=1)``), read
+by accord's reader (lenient extraction, then the schema). Printed per model and arm: right on gold,
+valid, calls per answer; the answers accord and the own arm give differently where the own arm's
+is valid; the targets of issue 42 met or not. ``--quick`` (the suite): five items on the embedded
+model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))  # second_model.py
+
+import accord  # noqa: E402
+import tasks  # noqa: E402
+from accord._types import Completion, Request  # noqa: E402
+from accord.backends._base import Backend  # noqa: E402
+from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
+
+MODELS = ("embedded", "second")
+STRICT_ALONE, STRICT_SPACED, STRICT, OWN, ACCORD = (
+    "strict, prompt alone, spaced", "strict, schema shown, spaced", "strict, schema shown", "own, schema shown", "accord")
+
+
+class Unconstrained(Backend):
+    """The model's own text: greedy, no grammar (``TransformersBackend.unconstrained``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.fingerprint = f"{inner.fingerprint} [unconstrained]"
+
+    def generate(self, request: Request) -> Completion:
+        return self.inner.unconstrained(request.input, request.settings)  # type: ignore[no-any-return]
+
+
+class Spaced(Backend):
+    """The model constrained as before issue 42: one-line JSON, one space after ``,`` and ``:``."""
+
+    constrains = True
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.fingerprint = f"{inner.fingerprint} [spaced]"
+
+    def generate(self, request: Request) -> Completion:
+        return self.inner.generate(request, whitespace="spaced")  # type: ignore[no-any-return]
+
+
+def load(name: str) -> Any:
+    if name == "embedded":
+        return accord.models.local(dtype="float32")
+    import second_model
+
+    return second_model.load()
+
+
+def gold_key(schema: accord.Schema[Any], gold: Any) -> str:
+    return canonical_key(canonical_form(schema.dump(schema.validate(gold)), schema.json_schema))
+
+
+def arms(model: Any) -> dict[str, Callable[[Any], accord.Stabilizer[Any]]]:
+    one = {"vote": accord.Vote(k=1, gate=None), "retry": accord.Retry(attempts=1)}
+    alone = accord.Prompting(schema_in_prompt=False)
+    spaced, own = Spaced(model), Unconstrained(model)
+    return {
+        STRICT_ALONE: lambda schema: accord.Stabilizer(spaced, schema, prompting=alone, **one),
+        STRICT_SPACED: lambda schema: accord.Stabilizer(spaced, schema, **one),
+        STRICT: lambda schema: accord.Stabilizer(model, schema, **one),
+        OWN: lambda schema: accord.Stabilizer(own, schema, **one),
+        ACCORD: lambda schema: accord.Stabilizer(model, schema),
+    }
+
+
+def decide(stab: accord.Stabilizer[Any], prompt: str, gold: str) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        result = stab.run(prompt)
+    except accord.AccordError as exc:
+        result = getattr(exc, "result", None)
+        if result is None:
+            return {"valid": False, "right": False, "calls": 0, "key": None, "error": type(exc).__name__, "seconds": 0.0}
+    key = result.key if result.error is None else None
+    return {"valid": key is not None, "right": key == gold, "calls": result.calls, "key": key,
+            "error": type(result.error).__name__ if result.error is not None else None,
+            "text": result.ballots[0].text if result.ballots else None, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def run_model(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    begin = time.perf_counter()
+    model = load(name)
+    layout = model.layout  # the probe, untimed by the arms
+    print(f"{name}: {model.fingerprint}, layout {layout} (loaded and probed in {time.perf_counter() - begin:.0f} s)", flush=True)
+    made = arms(model)
+    stabilizers: dict[tuple[str, str], accord.Stabilizer[Any]] = {}
+    rows: dict[str, dict[str, Any]] = {arm: {} for arm in made}
+    for n, item in enumerate(items, 1):
+        schema_name = item["schema"].split(":")[1]
+        schema = accord.Schema(getattr(tasks, schema_name))
+        gold = gold_key(schema, item["gold"])
+        for arm, make in made.items():
+            stab = stabilizers.setdefault((arm, schema_name), make(getattr(tasks, schema_name)))
+            rows[arm][item["id"]] = decide(stab, item["prompt"], gold)
+        if n % 10 == 0 or n == len(items):
+            print(f"  {name}: {n}/{len(items)} items ({time.perf_counter() - begin:.0f} s)", flush=True)
+    return {"model": model.fingerprint, "layout": layout, "rows": rows, "seconds": round(time.perf_counter() - begin, 1)}
+
+
+def report(name: str, found: dict[str, Any]) -> list[str]:
+    rows = found["rows"]
+    n = len(rows[ACCORD])
+    print(f"\n{name}: {found['model']} (own layout: {found['layout']}), {n} items of benchmarks/tasks.py, {found['seconds']:.0f} s")
+    print("| arm | right on gold | valid | calls per answer |")
+    print("|---|---|---|---|")
+    for arm, outs in rows.items():
+        right, valid = sum(o["right"] for o in outs.values()), sum(o["valid"] for o in outs.values())
+        calls = sum(o["calls"] for o in outs.values()) / max(1, n)
+        print(f"| {arm} | {right}/{n} | {valid}/{n} | {calls:.2f} |")
+    figure = {arm: sum(o["right"] for o in outs.values()) for arm, outs in rows.items()}
+    valid = {arm: sum(o["valid"] for o in outs.values()) for arm, outs in rows.items()}
+    differ = [i for i, o in rows[OWN].items() if o["valid"] and rows[ACCORD][i]["key"] != o["key"]]
+    moved = [i for i in rows[STRICT] if rows[STRICT][i]["key"] != rows[STRICT_ALONE][i]["key"]]
+    print(f"answers accord gives otherwise than the own arm, where its answer is valid: {len(differ)} of {n}"
+          + (f" ({', '.join(differ)})" if differ else ""))
+    print(f"strict answers that moved when the schema was shown (and the layout became the model's): {len(moved)} of {n}")
+    lines = [
+        f"{name}: accord right on gold >= one plain strict call: {figure[ACCORD]} vs {figure[STRICT]}: "
+        f"{'met' if figure[ACCORD] >= figure[STRICT] else 'NOT met'}",
+        f"{name}: accord right on gold >= the model's own answer with the schema shown: {figure[ACCORD]} vs {figure[OWN]}: "
+        f"{'met' if figure[ACCORD] >= figure[OWN] else 'NOT met'}",
+        f"{name}: accord valid >= the own answer's: {valid[ACCORD]} vs {valid[OWN]}: {'met' if valid[ACCORD] >= valid[OWN] else 'NOT met'}",
+    ]
+    if name == "second":
+        bound = 3 * n / 40
+        lines.append(f"{name}: answers differing from the own arm's (valid): {len(differ)} of {n} (target at most {bound:.1f}): "
+                     f"{'met' if len(differ) <= bound else 'NOT met'}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="five items on the embedded model (the test suite)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--limit", type=int, default=None, help="only N items, evenly spread over the list (so over the kinds)")
+    parser.add_argument("--json", type=Path, default=ROOT / ".bench-cache" / "told.json", help="where every outcome is written")
+    args = parser.parse_args(argv)
+    names = ["embedded"] if args.quick else args.models.split(",")
+    if unknown := set(names) - set(MODELS):
+        parser.error(f"unknown models {sorted(unknown)}; models are {', '.join(MODELS)}")
+    items = tasks.items()
+    limit = 5 if args.quick else args.limit
+    if limit:
+        items = [items[i * len(items) // limit] for i in range(min(limit, len(items)))]
+    found = {name: run_model(name, items) for name in names}
+    lines = [line for name in names for line in report(name, found[name])]
+    print("\ntargets (issue 42):")
+    for line in lines:
+        print(f"- {line}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(found, indent=1, default=str, ensure_ascii=False))
+    print(f"\noutcomes: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
