@@ -112,16 +112,21 @@ def strict(schema: accord.Schema[Any], text: str, finish: str | None, seconds: f
         return Outcome(None, why, False, 1, 0, seconds, trail=[f"{finish} {len(text)} chars: {text[:300]!r}"])
 
 
-def decided(schema: accord.Schema[Any], stab: accord.Stabilizer[Any], prompt: str) -> Outcome:
-    """One accord run; a typed error's Result is kept."""
+def attempted(stab: accord.Stabilizer[Any], prompt: str) -> tuple[accord.Result[Any] | None, str | None, float]:
+    """One accord run: its Result (a typed error's too; None when the error holds none), the error's
+    class name when there is no Result, and the seconds it took."""
     start = time.perf_counter()
     try:
-        result = stab.run(prompt)
+        return stab.run(prompt), None, time.perf_counter() - start
     except accord.AccordError as exc:
-        result = getattr(exc, "result", None)
-        if result is None:
-            return Outcome(None, type(exc).__name__, True, 0, 0, time.perf_counter() - start)
-    seconds = time.perf_counter() - start
+        return getattr(exc, "result", None), type(exc).__name__, time.perf_counter() - start
+
+
+def decided(schema: accord.Schema[Any], stab: accord.Stabilizer[Any], prompt: str) -> Outcome:
+    """One accord run; a typed error's Result is kept."""
+    result, error, seconds = attempted(stab, prompt)
+    if result is None:
+        return Outcome(None, error, True, 0, 0, seconds)
     reference = sum(1 for b in result.ballots if b.meta.get("deployment") == "reference")
     valid = [schema.dump(b.value) for b in result.ballots if b.status == "valid" and b.value is not None]
     voted, carried = getattr(result, "voted", None), getattr(result, "carried", None)  # the roles API (issue 36), once it lands

@@ -43,21 +43,11 @@ import tasks  # noqa: E402
 from accord._types import Completion, Request  # noqa: E402
 from accord.backends._base import Backend  # noqa: E402
 from accord.read._canonical import canonical_form, canonical_key  # noqa: E402
+from apps import Unconstrained, attempted  # noqa: E402
 
 MODELS = ("embedded", "second")
 STRICT_ALONE, STRICT_SPACED, STRICT, OWN, ACCORD = (
     "strict, prompt alone, spaced", "strict, schema shown, spaced", "strict, schema shown", "own, schema shown", "accord")
-
-
-class Unconstrained(Backend):
-    """The model's own text: greedy, no grammar (``TransformersBackend.unconstrained``)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.fingerprint = f"{inner.fingerprint} [unconstrained]"
-
-    def generate(self, request: Request) -> Completion:
-        return self.inner.unconstrained(request.input, request.settings)  # type: ignore[no-any-return]
 
 
 class Spaced(Backend):
@@ -99,17 +89,13 @@ def arms(model: Any) -> dict[str, Callable[[Any], accord.Stabilizer[Any]]]:
 
 
 def decide(stab: accord.Stabilizer[Any], prompt: str, gold: str) -> dict[str, Any]:
-    start = time.perf_counter()
-    try:
-        result = stab.run(prompt)
-    except accord.AccordError as exc:
-        result = getattr(exc, "result", None)
-        if result is None:
-            return {"valid": False, "right": False, "calls": 0, "key": None, "error": type(exc).__name__, "seconds": 0.0}
+    result, error, seconds = attempted(stab, prompt)
+    if result is None:
+        return {"valid": False, "right": False, "calls": 0, "key": None, "error": error, "seconds": round(seconds, 2)}
     key = result.key if result.error is None else None
     return {"valid": key is not None, "right": key == gold, "calls": result.calls, "key": key,
             "error": type(result.error).__name__ if result.error is not None else None,
-            "text": result.ballots[0].text if result.ballots else None, "seconds": round(time.perf_counter() - start, 2)}
+            "text": result.ballots[0].text if result.ballots else None, "seconds": round(seconds, 2)}
 
 
 def run_model(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
