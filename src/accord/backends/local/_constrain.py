@@ -29,7 +29,9 @@ from typing import Any
 
 from ..._errors import ConfigError, UnsupportedSchema
 from ...schema._schema import Schema
+from ._compile_worker import indent_of
 from ._engines import ENGINES, CompileError, Engine, Worker
+from ._layout import LAYOUTS
 
 DEFAULT_ENGINES = ("llguidance", "xgrammar", "outlines_core")
 DEFAULT_COMPILE_TIMEOUT = 10.0
@@ -56,7 +58,7 @@ class Spec:
 #: The JSON kinds by ``whitespace``: a server's layout a reference decodes in ("compact", "free"),
 #: or a model's own (``_layout``: "spaced", "compact" or "indent-N"); None: "spaced".
 JSON_KINDS: dict[str | None, str] = {None: "json", "spaced": "json", "compact": "json-compact", "free": "json-free",
-              **{f"indent-{n}": f"json-indent-{n}" for n in range(1, 9)}}
+                                     **{layout: f"json-{layout}" for layout in LAYOUTS if layout.startswith("indent-")}}
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
@@ -207,7 +209,7 @@ class Constrainer:
         ``passed_over`` under ``"layout"``)."""
         spec = spec_of(schema, whitespace)
         passed_over: dict[str, str] = {}
-        specs = [spec, spec_of(schema, "spaced")] if spec.kind.startswith("json-indent-") else [spec]
+        specs = [spec, spec_of(schema, "spaced")] if indent_of(spec.kind) is not None else [spec]
         for tried in specs:
             for name in self.chain:
                 start = time.perf_counter()
@@ -246,7 +248,7 @@ class Constrainer:
 
     def _compile(self, name: str, spec: Spec) -> Any:
         cls = ENGINES[name]
-        if ("json-indent" if spec.kind.startswith("json-indent-") else spec.kind) not in cls.kinds:
+        if ("json-indent" if indent_of(spec.kind) is not None else spec.kind) not in cls.kinds:
             raise CompileError(f"{name} does not take {spec.kind} grammars")
         engine = self.engine(name)
         if cls.isolated and self.compile_timeout is not None:
