@@ -64,6 +64,15 @@ def test_strict_leaves_open_what_says_it_is_open() -> None:
     assert all(branch["additionalProperties"] is False for branch in alternatives["anyOf"])
 
 
+def test_strict_leaves_dates_to_the_reader_and_keeps_other_formats() -> None:
+    schema = {"type": "object", "properties": {"born": {"type": "string", "format": "date"},
+                                               "at": {"type": "string", "format": "date-time"},
+                                               "mail": {"type": "string", "format": "email"}}}
+    properties = strict(schema)["properties"]
+    assert properties["born"] == {"type": "string"} and properties["at"] == {"type": "string"}
+    assert properties["mail"]["format"] == "email"  # the reader does not rewrite an address
+
+
 def test_strict_does_not_touch_the_input() -> None:
     schema = Outer.model_json_schema()
     before = json.dumps(schema, sort_keys=True)

@@ -101,11 +101,18 @@ _SUBSCHEMA = ("items", "additionalItems", "contains", "not", "if", "then", "else
               "additionalProperties", "unevaluatedProperties", "unevaluatedItems")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems", "items")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_READ_FORMATS = ("date", "date-time")  # formats the reader brings to ISO 8601 (read/_normalize)
 _OPEN = ("additionalProperties", "patternProperties", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "$ref", "if")
 
 
 def strict(schema: Any) -> Any:
-    """A copy where every object that lists properties allows no others, unless it says so.
+    """A copy where every object that lists properties allows no others, unless it says so, and
+    where a ``date``/``date-time`` string is any string.
+
+    The reader turns a date written as the model writes it ("12 January 1978") into ISO 8601 and
+    validates that, so the grammar need not force ISO digits on a model that was about to copy the
+    input's spelling: forced, a small model starts with a digit it cannot yet know and ends in
+    another date ("1201-01-01", seen on Qwen2.5-Coder-0.5B-Instruct, benchmarks/apps.py).
 
     Left open: objects that set ``additionalProperties``/``patternProperties``/
     ``unevaluatedProperties`` themselves, objects combined with ``allOf``/``anyOf``/``oneOf``/
@@ -119,6 +126,8 @@ def _strict(node: Any, closable: bool) -> Any:
     if not isinstance(node, dict):
         return node
     out = dict(node)
+    if out.get("format") in _READ_FORMATS:
+        del out["format"]
     for key in _SUBSCHEMA_MAPS:
         if isinstance(out.get(key), dict):
             out[key] = {name: _strict(sub, True) for name, sub in out[key].items()}
