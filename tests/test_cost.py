@@ -55,6 +55,33 @@ def test_usage_sums_known_costs() -> None:
     assert (Usage(cost=1.0) + Usage(cost=0.25)).cost == 1.25
 
 
+def test_cached_and_written_input_are_priced_at_their_own_rates_and_summed() -> None:
+    anthropic = Prices({"claude": (3.0, 15.0, 0.30, 3.75)})  # a write at 1.25x the input rate, a read at 0.1x
+    write = Completion(GOOD, "stop", Usage(1500, 20, cache_write_tokens=1400), meta={"model": "claude"})
+    read = Completion(GOOD, "stop", Usage(1500, 20, cached_tokens=1400), meta={"model": "claude"})
+    result = Stabilizer(models.scripted([write, read]), schema=Review, vote=Vote(k=2, gate=None), prices=anthropic).run("q")
+    assert [b.usage.cost for b in result.ballots] == pytest.approx([(100 * 3 + 1400 * 3.75 + 20 * 15) / 1e6,
+                                                                   (100 * 3 + 1400 * 0.30 + 20 * 15) / 1e6])
+    assert result.usage.cached_tokens == 1400 and result.usage.cache_write_tokens == 1400
+    assert result.usage.to_dict()["cached_tokens"] == 1400
+    plain = Prices({"claude": (3.0, 15.0)})  # no cache rates: cached input costs the input rate
+    assert plain.cost(1500, 0, "claude", cached=1400) == pytest.approx(1500 * 3.0 / 1e6)
+    assert Prices({"m": {"input": 1, "output": 2, "cached_input": 0.1}}).cost(100, 0, "m", cached=50, written=10) == pytest.approx(
+        (40 * 1 + 50 * 0.1 + 10 * 1) / 1e6)
+    with pytest.raises(ConfigError, match="cached_input"):
+        Prices({"m": (1, 2, 3, 4, 5)})
+    with pytest.raises(ConfigError, match="unknown keys"):
+        Prices({"m": {"input": 1, "cache_read": 0.1}})
+
+
+def test_usage_without_cache_fields_reads_and_writes_as_before() -> None:
+    from accord.ledger._codec import decode_usage
+
+    old = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12, "seconds": 0.5, "calls": 1}
+    assert decode_usage(old).to_dict() == old and decode_usage(old).cached_tokens is None
+    assert decode_usage(Usage(10, 2, cached_tokens=8).to_dict()).cached_tokens == 8
+
+
 def test_max_cost_ends_the_run_once_it_is_spent() -> None:
     texts = [GOOD, GOOD.replace("4", "2"), GOOD, GOOD.replace("4", "3"), GOOD]
     model = models.scripted([said(t, 1_000_000, 0) for t in texts])  # 2.0 a call

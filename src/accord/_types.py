@@ -18,6 +18,11 @@ Prompt = str | list[Message]
 class Usage:
     """Tokens, seconds and cost; token counts are None when the backend does not report them.
 
+    ``prompt_tokens`` counts every input token; of them, ``cached_tokens`` were read from the
+    provider's prompt cache and ``cache_write_tokens`` were written to it (Anthropic bills a write
+    at 1.25x the input price and a read at 0.1x; OpenAI caches long prefixes by itself and bills
+    reads at a fraction). Both are None when the provider does not say.
+
     ``cost`` is what the calls cost, in the currency of the prices given (``Stabilizer(prices=
     accord.Prices({...}))``, or a backend that reports it); None when no price is known.
     """
@@ -27,6 +32,8 @@ class Usage:
     seconds: float = 0.0
     calls: int = 0
     cost: float | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:
@@ -42,6 +49,8 @@ class Usage:
             self.seconds + other.seconds,
             self.calls + other.calls,
             cost,
+            _add(self.cached_tokens, other.cached_tokens),
+            _add(self.cache_write_tokens, other.cache_write_tokens),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,8 +61,10 @@ class Usage:
             "seconds": round(self.seconds, 6),
             "calls": self.calls,
         }
-        if self.cost is not None:  # absent rather than null: rows written before costs read the same
-            out["cost"] = self.cost
+        # absent rather than null: rows written before costs and caches read the same
+        for name in ("cost", "cached_tokens", "cache_write_tokens"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
 

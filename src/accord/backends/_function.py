@@ -145,8 +145,7 @@ def _completion(out: Any, seconds: float) -> Completion:
     if isinstance(out, Completion):
         if out.usage.seconds:
             return out
-        usage = Usage(out.usage.prompt_tokens, out.usage.completion_tokens, seconds, 1)
-        return replace(out, usage=usage)
+        return replace(out, usage=replace(out.usage, seconds=seconds, calls=1))
     if isinstance(out, str):
         return Completion(out, "stop", Usage(seconds=seconds, calls=1))
     raise BackendError(f"the model function returned {type(out).__name__}; expected str or accord.Completion")

@@ -142,7 +142,8 @@ class Absorb:
 
     def output(self, slot: Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
         tokens = completion.usage
-        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion))
+        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion),
+                      tokens.cached_tokens, tokens.cache_write_tokens)
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
@@ -198,7 +199,8 @@ class Absorb:
         tokens = completion.usage
         if tokens.cost is not None or self.policy.prices is None:
             return tokens.cost
-        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, completion.model)
+        return self.policy.prices.cost(tokens.prompt_tokens, tokens.completion_tokens, self.asked, completion.model,
+                                       cached=tokens.cached_tokens, written=tokens.cache_write_tokens)
 
     def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, ballot: Ballot) -> None:
         retry = self.policy.retry
