@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from accord._errors import ConfigError, UnsupportedSchema
 from accord._types import Settings
 from accord.cli._audit import Condition, raw_phase, stabilized_phase, summarize
 from accord.cli._audit_input import Item, load_items
-from accord.cli._audit_report import write_reports
+from accord.cli._audit_report import verdict, write_reports
 from accord.cli._metrics import MISSING
 from accord.schema._schema import Schema
 
@@ -101,6 +102,9 @@ def test_html_report_is_self_contained_and_names_every_prompt(tmp_path: Path) ->
     js, page = write_reports(audit, tmp_path)
     text = page.read_text()
     assert json.loads(js.read_text())["raw"]["TARa"] == 0.5
+    said = verdict(audit)  # the page opens with a verdict in plain words
+    assert said.startswith("The model alone gave the same answer on 1 of 2 prompts across 2 conditions (it changed on 1)")
+    assert html.escape(said) in text and text.index(html.escape(said)) < text.index("<table")
     assert "data:image/png;base64," in text
     assert not re.search(r"""(src|href)\s*=\s*["'](?!data:)""", text)
     for item in its:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 API = DOCS / "api.md"
 # The pages whose examples are doctests (other pages may hold examples that need a model).
-DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "parsing.md", "prompting.md", "service.md", "ledger.md",
+DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "parsing.md", "prompting.md", "result.md", "service.md", "ledger.md",
                  "api.md"]
 LINKED_PAGES = ["index.md", "figures.md", "architecture.md", *DOCTEST_PAGES]
 

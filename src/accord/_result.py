@@ -297,6 +297,23 @@ class Result(Generic[T]):
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
 
+    def explain(self) -> str:
+        """This Result in plain words: what was decided and how (the value, the fields voted and
+        carried, ballots run and predicted, why it stopped, what the gate did, usage and cost);
+        what ``print(result)`` shows. The first line is :meth:`verdict`."""
+        from ._explain import explain
+
+        return explain(self)
+
+    def verdict(self) -> str:
+        """One line: what was decided, after how many calls, and why it stopped."""
+        from ._explain import verdict
+
+        return verdict(self)
+
+    def __str__(self) -> str:
+        return self.explain()
+
     def __repr__(self) -> str:
         return (
             f"Result(value={self.value!r}, stable={self.stable}, agreement={self.agreement:.2f}, "

@@ -88,11 +88,25 @@ def headline_rows(audit: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
+def verdict(audit: dict[str, Any]) -> str:
+    """One line in plain words, the first thing the report says (terminal and HTML)."""
+    st = audit.get("stabilized") or {}
+    prompts, n = audit["prompts_audited"], audit["n"]
+    moved = sum(1 for p in audit["prompts"] if not p["answer_agrees"])
+    said = (f"The model alone gave the same answer on {prompts - moved} of {prompts} prompts across {n} conditions"
+            + (f" (it changed on {moved})" if moved else ""))
+    if not st:
+        return said + "; accord's runs are not in this report."
+    held = _pct(st.get("TARa"))
+    return f"{said}; with accord the answer was the same on {held} of prompts, at {_num(st.get('calls_per_answer'))} calls per answer."
+
+
 def print_report(audit: dict[str, Any], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
+    console.print(verdict(audit))
     table = Table(title=f"accord audit: {audit['prompts_audited']} prompts x {audit['n']} conditions ({', '.join(audit['conditions'])})")
     for column in ("metric", "raw", "stabilized"):
         table.add_column(column)
@@ -252,6 +266,7 @@ details{{margin-top:4px}}summary{{cursor:pointer;color:#1a4f9c}}details table{{b
 pre{{margin:0;white-space:pre-wrap;max-width:40em}}tr.run td{{background:#eef3fb}}</style>
 </head><body>
 <h1>accord audit</h1>
+<p class="verdict"><strong>{e(verdict(audit))}</strong></p>
 <p>{audit['prompts_audited']} prompts, {audit['n']} conditions: {e(', '.join(conditions))}. Model: {e(str(audit.get('model', '')))}.
 TARr/TARa@N after Atil et al. 2024, "Non-Determinism of 'Deterministic' LLM Settings".</p>
 <table><tr><th>metric</th><th>raw</th><th>stabilized (accord)</th></tr>{head}</table>
