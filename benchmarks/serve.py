@@ -8,11 +8,13 @@ throughput a real vLLM (tests/servers.py, or the server of ``--base-url``; insid
 ``--quick`` measures the session's, ``$ACCORD_TEST_VLLM_URL``).
 
 - latency: one request at a time, alternating direct (client -> fake), through the proxy's chat
-  completions (client -> proxy -> accord.models.openai -> fake) and through its Responses API
-  (``POST /v1/responses`` with the same schema as ``text.format``: the same upstream call), a
-  keep-alive httpx client. The proxy knows the fake's noise floor (``[backend] noise_floor``)
-  and the fake's logprob gaps clear it, so accord's default policy settles each answer in one
-  call (the margin gate): the added p50 of each API (target <= 2 ms), p99 printed.
+  completions (client -> proxy -> accord.models.openai -> fake), through its Responses API
+  (``POST /v1/responses`` with the same schema as ``text.format``: the same upstream call) and
+  through its Messages API (``POST /v1/messages``, the schema as ``output_config.format``: the
+  same upstream call again), a keep-alive httpx client. The proxy knows the fake's noise floor
+  (``[backend] noise_floor``) and the fake's logprob gaps clear it, so accord's default policy
+  settles each answer in one call (the margin gate): the added p50 of each API (target <= 2 ms),
+  p99 printed.
 - one core: the proxy pinned to CPU 0 (``sched_setaffinity``), the fake and the client on the other CPU,
   16 requests in flight for a few seconds: requests per second, and requests per CPU-second of
   the proxy process (its own throughput on one core, whatever the client could send).
@@ -100,6 +102,12 @@ def responses_body(model: str, i: int, accord: dict[str, Any] | None = None, tex
     return out
 
 
+def messages_body(model: str, i: int) -> dict[str, Any]:
+    """The Messages twin of :func:`body`: the same question, the schema as ``output_config.format``."""
+    return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": f"Classify the sentiment (item {i}): {TEXTS[i % len(TEXTS)]}"}],
+            "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}, "temperature": 0}  # fmt: skip
+
+
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(f"{field}:"):
@@ -122,10 +130,11 @@ def floor_config() -> Iterator[str]:
 
 def latency(fake: Any, proxy: Any, n: int) -> dict[str, Any]:
     headers = {"authorization": f"Bearer {CLIENT_KEY}"}
-    direct, through, responses, calls = [], [], [], []
+    anthropic_headers = {"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"}  # what Anthropic's clients send
+    direct, through, responses, messages, calls = [], [], [], [], []
     with httpx.Client(timeout=30) as client:
         for i in range(n + 20):
-            payload, asked = body("fake-model", 0), responses_body("fake-model", 0)
+            payload, asked, said = body("fake-model", 0), responses_body("fake-model", 0), messages_body("fake-model", 0)
             t = time.perf_counter()
             client.post(f"{fake.url}/chat/completions", json=payload).raise_for_status()
             d = time.perf_counter() - t
@@ -135,18 +144,24 @@ def latency(fake: Any, proxy: Any, n: int) -> dict[str, Any]:
             t = time.perf_counter()
             made = client.post(f"{proxy.url}/responses", json=asked, headers=headers)
             r = time.perf_counter() - t
-            answer.raise_for_status()
-            made.raise_for_status()
-            if i >= 20:  # the first ones warm both paths (the probe, the Stabilizer, the pools)
+            t = time.perf_counter()
+            message = client.post(f"{proxy.url}/messages", json=said, headers=anthropic_headers)
+            m = time.perf_counter() - t
+            for answered in (answer, made, message):
+                answered.raise_for_status()
+            if i >= 20:  # the first ones warm every path (the probe, the Stabilizer, the pools)
                 direct.append(d)
                 through.append(p)
                 responses.append(r)
-                calls += [answer.json()["accord"]["calls"], made.json()["accord"]["calls"]]
+                messages.append(m)
+                calls += [answer.json()["accord"]["calls"], made.json()["accord"]["calls"], message.json()["accord"]["calls"]]
     p50 = statistics.median
     return {"direct_p50": p50(direct), "direct_p99": percentile(direct, 99), "proxy_p50": p50(through), "proxy_p99": percentile(through, 99),
             "responses_p50": p50(responses), "responses_p99": percentile(responses, 99), "added_p50": p50(through) - p50(direct),
             "added_p99": percentile(through, 99) - percentile(direct, 99), "responses_added_p50": p50(responses) - p50(direct),
-            "responses_added_p99": percentile(responses, 99) - percentile(direct, 99), "calls_per_answer": sum(calls) / len(calls), "n": n}  # fmt: skip
+            "responses_added_p99": percentile(responses, 99) - percentile(direct, 99), "messages_p50": p50(messages),
+            "messages_p99": percentile(messages, 99), "messages_added_p50": p50(messages) - p50(direct),
+            "messages_added_p99": percentile(messages, 99) - percentile(direct, 99), "calls_per_answer": sum(calls) / len(calls), "n": n}  # fmt: skip
 
 
 # -- 100 Responses requests, 50 at once ------------------------------------------------------------------
@@ -296,16 +311,20 @@ def main() -> int:
                 figures = latency(fake, proxy, n_latency)
                 ok = figures["added_p50"] <= 0.002
                 ok_responses = figures["responses_added_p50"] <= 0.002
-                met += [ok, ok_responses]
+                ok_messages = figures["messages_added_p50"] <= 0.002
+                met += [ok, ok_responses, ok_messages]
                 print(f"latency, one call an answer ({figures['n']} requests each, alternating; calls per answer through the proxy "
                       f"{figures['calls_per_answer']:.2f}):")  # fmt: skip
                 print(f"  direct            p50 {figures['direct_p50'] * 1000:.2f} ms  p99 {figures['direct_p99'] * 1000:.2f} ms")
                 print(f"  chat completions  p50 {figures['proxy_p50'] * 1000:.2f} ms  p99 {figures['proxy_p99'] * 1000:.2f} ms")
                 print(f"  responses         p50 {figures['responses_p50'] * 1000:.2f} ms  p99 {figures['responses_p99'] * 1000:.2f} ms")
+                print(f"  messages          p50 {figures['messages_p50'] * 1000:.2f} ms  p99 {figures['messages_p99'] * 1000:.2f} ms")
                 print(f"  added, chat completions  p50 {figures['added_p50'] * 1000:.2f} ms (target <= 2 ms: {'met' if ok else 'NOT met'})  "
                       f"p99 {figures['added_p99'] * 1000:.2f} ms")  # fmt: skip
                 print(f"  added, responses         p50 {figures['responses_added_p50'] * 1000:.2f} ms "
-                      f"(target <= 2 ms: {'met' if ok_responses else 'NOT met'})  p99 {figures['responses_added_p99'] * 1000:.2f} ms  "
+                      f"(target <= 2 ms: {'met' if ok_responses else 'NOT met'})  p99 {figures['responses_added_p99'] * 1000:.2f} ms")  # fmt: skip
+                print(f"  added, messages          p50 {figures['messages_added_p50'] * 1000:.2f} ms "
+                      f"(target <= 2 ms: {'met' if ok_messages else 'NOT met'})  p99 {figures['messages_added_p99'] * 1000:.2f} ms  "
                       f"({time.monotonic() - t0:.1f} s)")  # fmt: skip
             if "core" in sections and (os.cpu_count() or 1) >= 2:
                 everywhere = set(range(os.cpu_count() or 1))

@@ -109,9 +109,10 @@ def vllm_free_server() -> Iterator[Any]:
 
 @pytest.fixture(autouse=True)
 def _vllm_for_its_benchmark(request: pytest.FixtureRequest) -> None:
-    """``benchmarks/vllm.py --quick`` and ``benchmarks/serve.py --quick`` in tests/test_benchmarks.py measure the session's vLLM."""
+    """``benchmarks/vllm.py --quick``, ``benchmarks/serve.py --quick`` and ``benchmarks/cache_cost.py --quick`` in
+    tests/test_benchmarks.py measure the session's vLLM."""
     callspec = getattr(request.node, "callspec", None)
-    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id in ("vllm", "serve"):
+    if request.node.path.name == "test_benchmarks.py" and callspec is not None and callspec.id in ("vllm", "serve", "cache_cost"):
         request.getfixturevalue("vllm_server")
 
 

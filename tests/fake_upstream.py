@@ -21,6 +21,11 @@ The last user message may end in ``FAKE:{json}``, a directive:
 Started with ``--responses`` it also serves ``POST /v1/responses`` (as vLLM and OpenAI do): a
 text answer in the Responses shape (``Hello from the fake's /responses.``, or ``say[0]``),
 streamed when asked; without it that route is a 404, as on servers that have only chat completions.
+Started with ``--messages`` it also serves Anthropic's ``POST /v1/messages`` (as vLLM does): the
+same directives (``say``, ``status``, ``retry_after``) and answers (``output_config.format``'s
+or a forced tool's schema: its smallest instance), as a ``tool_use`` block for a forced tool when
+the text is a JSON object, streamed when asked; a prefix marked ``cache_control`` is billed as a
+cache write on its prompt's first call and a cache read after.
 
 Without a directive it answers at once: accord's ``response_format`` probe with
 ``{"probe": 1}``, a batch neighbour (accord's filler text) with a short text, a request with a
@@ -86,6 +91,7 @@ class Book:
 
 BOOK = Book()
 RESPONSES = False  # whether POST /v1/responses is served (--responses)
+MESSAGES = False  # whether POST /v1/messages is served (--messages)
 
 
 def prompt_of(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -293,6 +299,80 @@ async def responses(request: Request) -> Response:
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+async def messages(request: Request) -> Response:
+    """``POST /v1/messages``, served only with ``--messages`` (see the module docstring)."""
+    if not MESSAGES:
+        return Response("Not Found", status_code=404, media_type="text/plain")
+    body = await request.json()
+    for name in ("authorization", "x-api-key"):  # the anthropic SDK sends its key as a Bearer token
+        if request.headers.get(name):
+            BOOK.auth.add(f"{name}: {request.headers[name]}")
+    blocks = [{"type": "text", "text": body["system"]}] if isinstance(body.get("system"), str) else list(body.get("system") or [])
+    turns = []
+    for turn in body.get("messages") or []:
+        given = [{"type": "text", "text": turn["content"]}] if isinstance(turn.get("content"), str) else list(turn.get("content") or [])
+        blocks += given
+        turns.append({"role": turn.get("role"), "content": "".join(str(b.get("text", "")) for b in given if b.get("type") == "text")})
+    text, said = prompt_of(turns)
+    schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+    tool = next((t for t in body.get("tools") or [] if t.get("name") == (body.get("tool_choice") or {}).get("name")), None)
+    probe = isinstance(schema, dict) and list(schema.get("properties") or {}) == ["probe"]
+    turn = 0 if probe else BOOK.calls.get(text, 0)
+    if probe:
+        BOOK.probes += 1
+    else:
+        BOOK.calls[text], BOOK.bodies[text] = turn + 1, body
+    status = said.get("status")
+    if status and not probe and turn < int(said.get("times", 10**9)):
+        headers = {"retry-after": str(said["retry_after"])} if "retry_after" in said else {}
+        error = {"type": "error", "error": {"type": "api_error", "message": f"fake upstream says {status}"}}
+        return JSONResponse(error, status_code=int(status), headers=headers)
+    shape = schema if schema is not None else (tool or {}).get("input_schema")
+    content = '{"probe": 1}' if probe else answer_text({"response_format": {"json_schema": {"schema": shape}}}, said, turn)
+    value = _object(content) if tool is not None else None
+    block = {"type": "tool_use", "id": "toolu_fake", "name": tool["name"], "input": value} if tool and value is not None else {"type": "text", "text": content}
+    chars = [len(str(b.get("text", ""))) for b in blocks]
+    marked = max((i + 1 for i, b in enumerate(blocks) if b.get("cache_control")), default=0)
+    cached, rest = sum(chars[:marked]) // 4, sum(chars[marked:]) // 4 + 1
+    usage = {"input_tokens": rest, "output_tokens": len(content) // 4 + 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    if cached:
+        usage["cache_read_input_tokens" if turn else "cache_creation_input_tokens"] = cached
+    if not probe:
+        billed = BOOK.billed.setdefault(text, {"prompt_tokens": 0, "completion_tokens": 0})
+        billed["prompt_tokens"] += rest + cached
+        billed["completion_tokens"] += usage["output_tokens"]
+    answer = {"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model") or MODEL, "content": [block],
+              "stop_reason": "tool_use" if block["type"] == "tool_use" else "end_turn", "stop_sequence": None, "usage": usage}  # fmt: skip
+    if not body.get("stream"):
+        return JSONResponse(answer)
+    return StreamingResponse(_message_events(answer), media_type="text/event-stream")
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _message_events(answer: dict[str, Any]) -> Any:
+    def event(kind: str, **fields: Any) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+    [block] = answer["content"]
+    yield event("message_start", message={**answer, "content": [], "stop_reason": None})
+    if block["type"] == "tool_use":
+        yield event("content_block_start", index=0, content_block={**block, "input": {}})
+        yield event("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": json.dumps(block["input"])})
+    else:
+        yield event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        yield event("content_block_delta", index=0, delta={"type": "text_delta", "text": block["text"]})
+    yield event("content_block_stop", index=0)
+    yield event("message_delta", delta={"stop_reason": answer["stop_reason"], "stop_sequence": None}, usage=answer["usage"])
+    yield event("message_stop")
+
+
 async def _looping(body: dict[str, Any], said: dict[str, Any], prompt: str) -> Any:
     """A streamed answer that repeats ``said["loop"]`` until the caller closes the stream (or
     ``loop_seconds`` pass); a closed stream is recorded with its chunks and seconds."""
@@ -333,6 +413,7 @@ async def reset(request: Request) -> Response:
 app = Starlette(routes=[
     Route("/v1/chat/completions", chat, methods=["POST"]),
     Route("/v1/responses", responses, methods=["POST"]),
+    Route("/v1/messages", messages, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     Route("/_stats", stats, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
@@ -345,9 +426,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--responses", action="store_true", help="serve POST /v1/responses too")
+    parser.add_argument("--messages", action="store_true", help="serve POST /v1/messages too (Anthropic's Messages API)")
     args = parser.parse_args()
-    global RESPONSES  # noqa: PLW0603 - set once, before serving
-    RESPONSES = args.responses
+    global RESPONSES, MESSAGES  # set once, before serving
+    RESPONSES, MESSAGES = args.responses, args.messages
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
 
 

@@ -151,6 +151,10 @@ def vllm_python() -> Path:
 #: between tokens; a local reference decodes in whichever layout the server's answers show
 #: (docs/determinism.md, "A reference deployment over HTTP").
 COMPACT_JSON = ("--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}')
+#: Forced tool use (the Messages API's ``tool_choice`` naming a tool, chat completions' named
+#: ``tool_choice``) needs a tool parser, and vLLM loads one only with auto tool choice on; the
+#: pythonic parser asks the tokenizer for no special tokens. Requests without tools are unchanged.
+TOOL_CALLS = ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
 
 
 class VllmServer:
@@ -179,7 +183,7 @@ class VllmServer:
         self.command = [
             str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
             "--host", "127.0.0.1", "--port", str(self.port), "--dtype", dtype, "--enforce-eager",
-            "--uvicorn-log-level", "warning", *(COMPACT_JSON if compact_json else ()), *extra_args,
+            "--uvicorn-log-level", "warning", *(COMPACT_JSON if compact_json else ()), *TOOL_CALLS, *extra_args,
         ]  # fmt: skip
         self.env = {**os.environ, **OFFLINE, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
         self.log = Path(tempfile.mkstemp(prefix="accord-vllm-", suffix=".log")[1])

@@ -140,11 +140,12 @@ class Fake:
 
 
 @contextlib.contextmanager
-def fake_upstream(port: int | None = None, *, responses: bool = False) -> Iterator[Fake]:
+def fake_upstream(port: int | None = None, *, responses: bool = False, messages: bool = False) -> Iterator[Fake]:
     """tests/fake_upstream.py in its own process, on ``port`` (default: a free one); with
-    ``responses``, it serves ``POST /v1/responses`` too."""
+    ``responses`` (``messages``), it serves ``POST /v1/responses`` (``POST /v1/messages``) too."""
     port = port or free_port()
-    command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port), *(["--responses"] if responses else [])]
+    flags = [*(["--responses"] if responses else []), *(["--messages"] if messages else [])]
+    command = [sys.executable, str(ROOT / "tests" / "fake_upstream.py"), "--port", str(port), *flags]
     proc = _start(command, f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{port}/v1/models", dict(os.environ))
     try:
         yield Fake(proc)

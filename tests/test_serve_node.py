@@ -1,8 +1,10 @@
 """Node clients against ``accord serve``, unchanged: the official ``openai`` package's chat
 completions (one create, one parse with ``zodResponseFormat``, one stream: tests/node/roundtrip.mjs)
-and Responses API (``responses.parse`` and ``responses.stream`` with ``zodTextFormat``), and the
+and Responses API (``responses.parse`` and ``responses.stream`` with ``zodTextFormat``), the
 Vercel AI SDK's ``generateObject`` with its default provider ``openai("model")``, which speaks the
-Responses API (tests/node/responses.mjs). Another language's clients work as they are.
+Responses API (tests/node/responses.mjs), and the official ``@anthropic-ai/sdk``'s Messages API
+(``messages.parse`` and ``messages.stream`` with ``zodOutputFormat``, and a forced tool call:
+tests/node/messages.mjs). Another language's clients work as they are.
 
 The packages come from npm through the project's own set-up (``make test`` runs ``npm ci`` in
 tests/node, from its committed lockfile); without them these tests fail, they are not skipped.
@@ -75,3 +77,24 @@ def test_node_responses_clients_and_the_ai_sdk_get_the_decided_value(serve_proxy
     assert ai["accord"]["stable"] is True and ai["accord"]["calls"] >= 3
     billed = fake_upstream.stats()["billed_by_prompt"][prompt.replace("{which}", "ai-sdk")]
     assert ai["usage"]["inputTokens"] == billed["prompt_tokens"] and ai["usage"]["outputTokens"] == billed["completion_tokens"]
+
+
+def test_the_node_anthropic_sdk_gets_the_decided_value(serve_proxy: Any, fake_upstream: Any) -> None:
+    tag = uuid.uuid4().hex[:8]
+    prompt = f"Review: 'Great pen.' [{tag} {{which}}] FAKE:{json.dumps({'say': NOISY})}"
+    env = {"ANTHROPIC_BASE_URL": serve_proxy.root, "ANTHROPIC_API_KEY": CLIENT_KEY, "ACCORD_SERVE_PROMPT": prompt}
+    out = _run("messages.mjs", env, "@anthropic-ai/sdk", "zod")
+    right = {"stars": 4, "sentiment": "positive"}
+    parse = out["parse"]
+    assert parse["parsed"] == right and json.loads(parse["text"]) == right and parse["stop"] == "end_turn"
+    assert parse["type"] == "message" and parse["id"].startswith("msg_")
+    assert parse["accord"]["calls"] == 4 and parse["accord"]["stable"] is True  # the vote, not the first ballot
+    billed = fake_upstream.stats()["billed_by_prompt"][prompt.replace("{which}", "parse")]
+    assert parse["usage"]["input_tokens"] == billed["prompt_tokens"] and parse["usage"]["output_tokens"] == billed["completion_tokens"]
+    tool = out["tool"]
+    assert tool["block"]["type"] == "tool_use" and tool["block"]["name"] == "Review" and tool["block"]["input"] == right
+    assert tool["stop"] == "tool_use" and tool["accord"]["calls"] == 4
+    stream = out["stream"]
+    assert stream["parsed"] == right and stream["accord"]["calls"] == 4
+    assert stream["types"][0] == "message_start" and stream["types"][-1] == "message_stop" and "content_block_delta" in stream["types"]
+    assert out["toolStream"]["block"]["input"] == right and out["toolStream"]["pieces"] >= 1 and out["toolStream"]["stop"] == "tool_use"

@@ -6,6 +6,7 @@ by ``--model`` flags. Chat completions and the Responses API route alike; an unk
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -140,6 +141,12 @@ def test_model_flags_route_as_the_file_does() -> None:
     ({}, '[models.a]\nupstream = "http://u/v1"\ncolour = "red"\n', "unknown names ['colour']"),
     ({}, 'upstream = "http://u/v1"\n[models.a]\nupstream = "http://w/v1"\n', "not both"),
     ({}, '[models.a]\nupstream = "http://u/v1"\n[models.a.policy]\nk = "five"\n', None),
+    ({"models": ("a=http://u/v1;wire=grpc",)}, None, "models.a.wire must be chat"),
+    ({"models": ("a=http://u/v1;wire=messages;noise_floor=0.5",)}, None, "[backend] has unknown names ['noise_floor']"),
+    ({"models": ("a=http://u/v1;cache_min_tokens=1",)}, None, "[backend] has unknown names ['cache_min_tokens']"),
+    ({"models": ("a=http://u/v1;wire=messages;structured=true",)}, None, "structured must be one of auto, output_config, tool, off"),
+    ({"models": ("a=http://u/v1",), "wire": "messages"}, None, "give each model its own wire"),
+    ({"upstreams": ("http://u/v1",), "wire": "anthropic"}, None, "wire must be chat"),
 ])  # fmt: skip
 def test_a_routing_configuration_that_cannot_work_is_refused(tmp_path: Path, given: dict[str, Any], file: str | None, message: str | None) -> None:
     path = None
@@ -162,3 +169,23 @@ def test_the_flags_replace_the_files_routing(tmp_path: Path) -> None:
     assert [m.name for m in build({"models": ("b=http://w/v1",)}, path, environ={}).models] == ["b"]
     plain = build({"upstreams": ("http://w/v1",)}, path, environ={})
     assert plain.models == () and plain.upstreams == ("http://w/v1",)  # --upstream: the single-upstream proxy, as before
+
+
+def test_an_upstream_that_speaks_messages_reads_its_own_key_and_takes_the_backend_names_it_can() -> None:
+    from accord.serve._router import Router
+
+    both = build({"models": ("claude=http://u/v1;wire=messages;cache_min_tokens=10", "local=http://w/v1")}, environ={})
+    assert [(m.wire, m.key_env) for m in both.models] == [("messages", "ANTHROPIC_API_KEY"), ("chat", "OPENAI_API_KEY")]
+    config = accord.serve.Config(models=both.models, backend={"noise_floor": 0.5, "timeout": 30})  # the server's names, for every model
+    plain = build({"upstreams": ("http://u/v1",), "wire": "messages"}, environ={})
+
+    async def built() -> None:
+        router, alone = Router(config, lambda status, seconds: None), Router(plain, lambda status, seconds: None)
+        claude, local = router.routes["claude"].upstreams, router.routes["local"].upstreams
+        assert (claude.speaks, claude.options, claude.timeout) == ("messages", {"cache_min_tokens": 10}, 30.0)  # noise_floor left out
+        assert (local.speaks, local.options) == ("chat", {"noise_floor": 0.5})
+        assert plain.wire == "messages" and [d.upstreams.speaks for d in alone.deployments] == ["messages"]
+        await router.aclose()
+        await alone.aclose()
+
+    asyncio.run(built())

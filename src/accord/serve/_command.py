@@ -18,6 +18,8 @@ _KEYS = typer.Option([], "--api-key", help="A client key (repeatable; or ACCORD_
 def serve_command(  # noqa: PLR0917 - a typer command: one parameter per option
     upstream: list[str] = _UPSTREAM,
     model: list[str] = _MODELS,
+    wire: str = typer.Option(None, "--wire", help="What the --upstream URLs speak: chat (chat completions; default) or messages "
+                             "(Anthropic's Messages API, through accord.models.anthropic)."),
     host: str = typer.Option(None, "--host", help="The address to bind (default 127.0.0.1)."),
     port: int = typer.Option(None, "--port", help="The port (default 8000)."),
     api_key: list[str] = _KEYS,
@@ -36,7 +38,7 @@ def serve_command(  # noqa: PLR0917 - a typer command: one parameter per option
     given: dict[str, Any] = {
         "upstreams": tuple(upstream), "models": tuple(model), "host": host, "port": port, "api_keys": tuple(api_key), "ledger": ledger, "max_k": max_k,
         "max_seconds": max_seconds, "max_body": max_body, "concurrency": concurrency, "queue": queue, "grace": grace,
-        "insecure": insecure or None, "log_level": log_level,
+        "insecure": insecure or None, "log_level": log_level, "wire": wire,
     }  # fmt: skip
     from ._config import build
 

@@ -8,10 +8,12 @@ checked here, once, before the server starts: a value that cannot work is a
 :class:`~accord.ConfigError` that names it.
 
 Either ``upstreams`` (``--upstream``: one set of upstreams, the request's ``model`` passed on as
-it is) or ``models`` (``--model`` / ``[models]``: the request's ``model`` picks one) is given.
+it is; ``wire``: what they speak) or ``models`` (``--model`` / ``[models]``: the request's
+``model`` picks one, each with its own ``wire``) is given.
 
-An upstream's own key is never part of a Config: it is read from ``OPENAI_API_KEY`` (or a
-model's ``key_env``) by the upstream client, as ``accord.models.openai`` does, and never shown.
+An upstream's own key is never part of a Config: it is read from ``OPENAI_API_KEY`` (or
+``ANTHROPIC_API_KEY`` for an upstream that speaks Messages, or a model's ``key_env``) by the
+upstream client, as ``accord.models.openai`` does, and never shown.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import ConfigError
-from ._routes import BACKEND_OPTIONS, POLICY_NAMES, Route, check_tables, check_unique, parse_flag, read_models
+from ._routes import BACKEND_OPTIONS, POLICY_NAMES, Route, check_tables, check_unique, check_wire, parse_flag, read_models
 
 __all__ = ["BACKEND_OPTIONS", "KEYS_ENV", "POLICY_NAMES", "Config", "build", "loopback"]
 
@@ -45,8 +47,11 @@ class Config:
     that may wait beyond ``concurrency`` (one more is a 429). ``grace``: seconds in-flight requests
     get after SIGTERM. ``transport_attempts``: calls per ballot for a transient upstream fault
     (429, 5xx, a dropped connection), the first included. ``policy``: the default ``accord``
-    field. ``backend``: ``accord.models.openai`` options. ``models``: the models a request may
-    name, each with its upstreams (``._routes.Route``); none: ``upstreams`` for every model.
+    field. ``backend``: ``accord.models.openai`` options (``accord.models.anthropic``'s for
+    Messages upstreams). ``models``: the models a request may name, each with its upstreams
+    (``._routes.Route``); none: ``upstreams`` for every model. ``wire``: what ``upstreams``
+    speak: "chat" (chat completions) or "messages" (Anthropic's Messages API, through
+    ``accord.models.anthropic``; a routed model names its own).
     """
 
     upstreams: tuple[str, ...] = ()
@@ -66,6 +71,7 @@ class Config:
     policy: Mapping[str, Any] = field(default_factory=dict)
     backend: Mapping[str, Any] = field(default_factory=dict)
     models: tuple[Route, ...] = ()
+    wire: str = "chat"
 
     def __post_init__(self) -> None:
         _check_routing(self)
@@ -74,7 +80,10 @@ class Config:
         _check_keys(self.api_keys)
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error, got {self.log_level!r}")
-        check_tables(self.policy, self.backend, "")
+        check_wire(self.wire, "")
+        if self.models and self.wire != "chat":
+            raise ConfigError("wire names what --upstream speaks; with routes, give each model its own wire ([models.NAME] wire = ...)")
+        check_tables(self.policy, self.backend, "", "any" if self.models else self.wire)
         if not self.api_keys and not self.insecure and not loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host} without client keys: set --api-key (or {KEYS_ENV}), bind 127.0.0.1, or say --insecure"

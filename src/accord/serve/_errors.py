@@ -1,6 +1,8 @@
-"""Every error the proxy answers, in OpenAI's shape, and how a failed run becomes one.
+"""Every error the proxy answers, in OpenAI's shape (Anthropic's on ``/v1/messages``), and how a
+failed run becomes one.
 
-    {"error": {"message": "...", "type": "...", "param": null, "code": "..."}}
+    {"error": {"message": "...", "type": "...", "param": null, "code": "..."}}           OpenAI's
+    {"type": "error", "error": {"type": "...", "message": "..."}, "request_id": "..."}   Anthropic's
 
     400  invalid_request_error    malformed JSON, a bad ``accord`` field or cap, ``n > 1`` with a schema
     401  invalid_request_error    no or a wrong client key (code ``invalid_api_key``)
@@ -17,6 +19,11 @@
 The official clients retry 408/409/429/5xx twice by default: a failed vote must not be re-run
 silently at k times the cost, so every decision that was really made carries
 ``x-should-retry: false``. The messages never carry the upstream's key (:func:`redact`).
+
+In Anthropic's shape (:meth:`ApiError.anthropic`) the ``type`` is the one Anthropic gives that
+status (``invalid_request_error``, ``authentication_error``, ``not_found_error``,
+``request_too_large``, ``rate_limit_error``, ``api_error``, ``overloaded_error``), accord's own
+(``accord_no_consensus``, ...) kept; the ``param`` leads the message, which is all that shape has.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from .. import AccordError, BackendError, BudgetExceeded, InvalidOutput, NoConsensus
@@ -75,6 +83,25 @@ class ApiError(Exception):
     def encoded(self) -> bytes:
         return json.dumps(self.body(), ensure_ascii=False, separators=(",", ":")).encode()
 
+    def anthropic(self, request_id: str | None = None) -> bytes:
+        """The body in Anthropic's shape (see the module docstring)."""
+        kind = self.type if self.type.startswith("accord_") else _ANTHROPIC_TYPES.get(self.status)
+        if kind is None:
+            kind = "api_error" if self.status >= 500 else "invalid_request_error"
+        message = redact(self.message)
+        if self.param and not message.startswith(self.param):
+            message = f"{self.param}: {message}"
+        body = {"type": "error", "error": {"type": kind, "message": message}, **self.extra}
+        if request_id is not None:
+            body["request_id"] = request_id
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+# the error type Anthropic's API gives each status
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                    405: "invalid_request_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
+                    502: "api_error", 503: "overloaded_error", 529: "overloaded_error"}  # fmt: skip
+
 
 def unknown_model(model: str, names: list[str]) -> ApiError:
     """The 404 for a ``model`` that no configured route names, as OpenAI says it."""
@@ -117,3 +144,20 @@ def upstream(error: BackendError, retry_after: float | None, extra: dict[str, An
                         headers=no_retry(), extra=extra)  # fmt: skip
     code = "upstream_unreachable" if status is None else "upstream_failed"
     return ApiError(502, f"the upstream failed: {error}", type="upstream_error", code=code, extra=extra)
+
+
+def refused(status: int, content: bytes, headers: Mapping[str, str]) -> ApiError:
+    """The error answer of an upstream that refused a request passed through to it translated (to
+    chat completions): its status, its message and its ``retry-after`` kept."""
+    message = content.decode("utf-8", errors="replace")[:1000]
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        said = error.get("message") if isinstance(error, dict) else data.get("message")  # OpenAI's shape, or vLLM's
+        message = str(said) if said else message
+    kept = {k: v for k, v in headers.items() if k.lower() in ("retry-after", "retry-after-ms")}
+    kind = "rate_limit_error" if status == 429 else "upstream_error" if status >= 500 else "invalid_request_error"
+    return ApiError(status, f"the upstream refused the request: {message}", type=kind, code="upstream_refused", headers=kept)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -89,9 +90,12 @@ def _settle(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def warm_up() -> None:
+def warm_up(modules: tuple[str, ...] = ()) -> None:
     """What the first request would otherwise wait for, done in a worker thread at start-up: the
-    JSON Schema validators (importing jsonschema and building the first validator: about 0.1 s)."""
+    JSON Schema validators (importing jsonschema and building the first validator: about 0.1 s),
+    and ``modules`` (the anthropic SDK for upstreams that speak Messages: seconds on a small machine)."""
+    for name in modules:
+        importlib.import_module(name)
     from .. import Schema
 
     Schema.of({"type": "object", "properties": {"warm": {"type": "string", "format": "date"}}, "required": ["warm"]}).validate({"warm": "2026-01-01"})

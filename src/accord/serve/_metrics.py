@@ -6,7 +6,7 @@
     accord_serve_agreement                          the winner's share of the valid ballots
     accord_serve_answers_total{stable}              decided answers, stable or not: the stable share
     accord_serve_errors_total{type}                 error answers by their OpenAI ``type``
-    accord_serve_upstream_seconds{outcome}          each upstream chat call's latency (outcome: ok, error, unreachable)
+    accord_serve_upstream_seconds{outcome}          each upstream call's latency, chat or Messages (outcome: ok, error, unreachable)
     accord_serve_upstream_calls_in_flight           upstream chat calls in flight now
     accord_serve_requests_in_flight                 requests being handled now
     accord_serve_client_disconnects_total           requests whose client left before the answer (their ballots cancelled)

@@ -100,6 +100,8 @@ class Reply:
         self.finish = "tool_calls" if job.mode == "tool" else (chosen.finish_reason if chosen and chosen.finish_reason else "stop")
         self.logprobs = tab.logprobs_of(chosen.text if chosen else None) if job.logprobs else None
         self.usage = _usage(result)
+        # of the prompt tokens, those read from and written to the upstream's prompt cache (None: not said)
+        self.cached, self.written = (0, 0) if result.replayed else (result.usage.cached_tokens, result.usage.cache_write_tokens)
         self.accord = summary(result, tab, ledger_key)
         self.call_id = f"call_{request_id[:24]}"
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from ._errors import ApiError
 from ._policy import Ask
-from ._translate import Job, read_job
+from ._translate import Job, read_translated, translated_tools
 
 #: Responses fields taken and repeated in the response, with nothing sent upstream.
 TAKEN = frozenset({"metadata", "store", "truncation", "parallel_tool_calls", "service_tier", "prompt_cache_key", "safety_identifier",
@@ -90,35 +90,9 @@ def _named(choice: Any, tools: Any) -> bool:
 
 def read_responses_job(body: dict[str, Any], base: Ask, *, max_k: int, max_seconds: float) -> Job:
     """The Job of a Responses request accord decides (see the module docstring)."""
-    chat = chat_body(body)
-    chat["stream"] = body.get("stream", False)
-    if "accord" in body:
-        chat["accord"] = body["accord"]
-    fmt = chat.get("response_format") or {}
-    if fmt.get("type") == "json_schema" and _named(body.get("tool_choice"), body.get("tools")):
-        raise _bad("give a text.format json_schema or a tool_choice naming a function, not both", "tool_choice")
-    if chat.get("tools") and not _named(body.get("tool_choice"), body.get("tools")):
-        if fmt.get("type") == "json_schema":
-            raise _bad("a vote needs one answer shape: a text.format json_schema with tools the model may call instead cannot be voted "
-                       "on (name one function in tool_choice, or leave the tools out)", "tools")  # fmt: skip
-        raise _bad("a vote needs one answer shape: a text.format json_schema, or a tool_choice naming one function; free text with "
-                   "tools cannot be voted on (leave out the accord field to pass it through)", "tools")  # fmt: skip
-    try:
-        job = read_job(chat, base, max_k=max_k, max_seconds=max_seconds)
-    except ApiError as exc:
-        exc.param = _param(exc.param)
-        raise
-    return replace(job, api="responses", echo=echo(body))
-
-
-def _param(param: str | None) -> str | None:
-    """A chat request's parameter name as the Responses request calls it."""
-    if param is None:
-        return None
-    for chat, responses in (("response_format", "text.format"), ("messages", "input"), ("max_tokens", "max_output_tokens")):
-        if param.startswith(chat):
-            return responses
-    return param
+    forced = _named(body.get("tool_choice"), body.get("tools"))
+    job = read_translated(chat_body(body), body, base, api="responses", forced=forced, max_k=max_k, max_seconds=max_seconds)
+    return replace(job, echo=echo(body))
 
 
 def echo(body: dict[str, Any]) -> dict[str, Any]:
@@ -163,11 +137,9 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
 
 def _tools(body: dict[str, Any], chat: dict[str, Any]) -> None:
     """``tools``, ``tool_choice`` and ``parallel_tool_calls`` in the chat request's shape."""
-    tools = body.get("tools")
+    tools = translated_tools(body.get("tools"), _tool)
     if tools is not None:
-        if not isinstance(tools, list):
-            raise _bad("tools must be a list", "tools")
-        chat["tools"] = [_tool(tool, i) for i, tool in enumerate(tools)]
+        chat["tools"] = tools
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     if isinstance(body.get("parallel_tool_calls"), bool) and tools:

@@ -27,11 +27,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-PIECE = 24  # characters of the value per delta
-
-
-def _pieces(text: str) -> list[str]:
-    return [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
+from ._stream import pieces
 
 
 class _Numbered:
@@ -72,8 +68,7 @@ def _message(event: _Numbered, index: int, item: dict[str, Any]) -> Iterator[byt
             yield event("response.content_part.done", **where, part=part)
             continue
         yield event("response.content_part.added", **where, part={**part, "text": "", "logprobs": []})
-        pieces = _pieces(part["text"])
-        for i, piece in enumerate(pieces):
+        for i, piece in enumerate(pieces(part["text"])):
             logprobs = part.get("logprobs") or [] if i == 0 else []  # the winning ballot's, once
             yield event("response.output_text.delta", **where, delta=piece, logprobs=logprobs)
         yield event("response.output_text.done", **where, text=part["text"], logprobs=part.get("logprobs") or [])
@@ -83,7 +78,7 @@ def _message(event: _Numbered, index: int, item: dict[str, Any]) -> Iterator[byt
 
 def _function_call(event: _Numbered, index: int, item: dict[str, Any]) -> Iterator[bytes]:
     yield event("response.output_item.added", output_index=index, item={**item, "status": "in_progress", "arguments": ""})
-    for piece in _pieces(item["arguments"]):
+    for piece in pieces(item["arguments"]):
         yield event("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=piece)
     yield event("response.function_call_arguments.done", item_id=item["id"], output_index=index, name=item["name"],
                 arguments=item["arguments"])  # fmt: skip

@@ -25,10 +25,10 @@ from typing import Any
 from ._responses import Reply
 
 
-def usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+def usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0, written: int = 0) -> dict[str, Any]:
     """Token counts in the Responses shape."""
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0}, "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": reasoning}, "total_tokens": prompt + completion}  # fmt: skip
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
+            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning}, "total_tokens": prompt + completion}  # fmt: skip
 
 
 def response(rid: str, created: int, model: str, output: list[dict[str, Any]], *, spent: dict[str, Any] | None, echo: dict[str, Any],
@@ -71,7 +71,7 @@ def decided(reply: Reply, request_id: str) -> dict[str, Any]:
         item = function_call(f"fc_{request_id}", reply.call_id, job.tool or "", reply.content)
     else:
         item = message(f"msg_{request_id}", reply.content, _logprobs(reply.logprobs) if job.logprobs else None)
-    spent = usage(reply.usage["prompt_tokens"], reply.usage["completion_tokens"])
+    spent = usage(reply.usage["prompt_tokens"], reply.usage["completion_tokens"], reply.cached or 0, written=reply.written or 0)
     out = response(f"resp_{request_id}", reply.created, reply.model, [item], spent=spent, echo=job.echo)
     out["accord"] = reply.accord
     return out

@@ -23,6 +23,7 @@ from .. import ConfigError
 from ._config import Config
 from ._errors import unknown_model
 from ._policy import Ask, server_default
+from ._routes import WIRES, backend_options
 from ._upstream import Pool, Upstreams
 
 
@@ -52,8 +53,8 @@ class Router:
         self.routes: dict[str, Deployment] = {}
         if not self.routed:
             default = server_default(config.policy, max_k=config.max_k, max_seconds=config.max_seconds)
-            self.only: Deployment | None = Deployment(Upstreams(self.pool, config.upstreams, backend=config.backend), default,
-                                                      config.max_k, config.max_seconds)  # fmt: skip
+            upstreams = Upstreams(self.pool, config.upstreams, key_env=WIRES[config.wire], backend=config.backend, wire=config.wire)
+            self.only: Deployment | None = Deployment(upstreams, default, config.max_k, config.max_seconds)
             return
         self.only = None
         for route in config.models:
@@ -63,7 +64,9 @@ class Router:
                 default = server_default({**config.policy, **route.policy}, max_k=max_k, max_seconds=max_seconds)
             except ConfigError as exc:
                 raise ConfigError(f"models.{route.name}: {exc}") from None
-            upstreams = Upstreams(self.pool, route.upstreams, key_env=route.key_env, backend={**config.backend, **route.backend})
+            shared = {k: v for k, v in config.backend.items() if k in backend_options(route.wire)}  # the names its backend takes
+            upstreams = Upstreams(self.pool, route.upstreams, key_env=route.key_env or WIRES[route.wire], backend={**shared, **route.backend},
+                                  wire=route.wire)  # fmt: skip
             self.routes[route.name] = Deployment(upstreams, default, max_k, max_seconds, route.name, route.upstream_model)
 
     def pick(self, model: str) -> Deployment:

@@ -24,7 +24,12 @@ from typing import Any
 
 from ._responses import Reply
 
-PIECE = 24  # characters of the value per chunk
+PIECE = 24  # characters of the value per chunk (per delta, in every API's stream)
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` in the pieces a stream sends it in (one empty piece for no text)."""
+    return [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
 
 
 def _event(data: dict[str, Any]) -> bytes:
@@ -34,16 +39,14 @@ def _event(data: dict[str, Any]) -> bytes:
 def events(reply: Reply) -> Iterator[bytes]:
     """Every event of the stream of ``reply``, ``[DONE]`` last."""
     usage = {"usage": None} if reply.job.include_usage else {}
-    text = reply.content
-    pieces = [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
     if reply.job.mode == "tool":
         head = {"index": 0, "id": reply.call_id, "type": "function", "function": {"name": reply.job.tool, "arguments": ""}}
         yield _event(reply.chunk({"role": "assistant", "content": None, "tool_calls": [head]}, **usage))
-        for piece in pieces:
+        for piece in pieces(reply.content):
             yield _event(reply.chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, **usage))
     else:
         yield _event(reply.chunk({"role": "assistant", "content": ""}, **usage))
-        for i, piece in enumerate(pieces):
+        for i, piece in enumerate(pieces(reply.content)):
             logprobs = reply.logprobs if i == 0 else None  # the winning ballot's, once
             yield _event(reply.chunk({"content": piece}, logprobs=logprobs, **usage))
     yield _event(reply.chunk({}, reply.finish, accord=reply.accord, **usage))

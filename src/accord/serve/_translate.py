@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._errors import ApiError
@@ -50,16 +50,16 @@ class Job:
     include_usage: bool = False
     logprobs: bool = False
     top_logprobs: int | None = None
-    api: str = "chat"  # the API asked: "chat" (chat completions) or "responses" (``._responses_api``)
+    api: str = "chat"  # the API asked: "chat" (chat completions), "responses" (``._responses_api``) or "messages" (``._messages_api``)
     echo: dict[str, Any] = field(default_factory=dict)  # a Responses request's settings its response repeats
 
     @property
     def schema_param(self) -> str:
-        return "text.format" if self.api == "responses" else "response_format"
+        return _PARAMS[self.api][0]
 
     @property
     def messages_param(self) -> str:
-        return "input" if self.api == "responses" else "messages"
+        return _PARAMS[self.api][1]
 
     @property
     def forward_tag(self) -> str:
@@ -68,6 +68,10 @@ class Job:
             return ""
         text = json.dumps(self.forward, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return "fields:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# each API's names for the schema and the prompt (a 400 names them as the client wrote them)
+_PARAMS = {"chat": ("response_format", "messages"), "responses": ("text.format", "input"), "messages": ("output_config.format", "messages")}
 
 
 def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
@@ -113,6 +117,57 @@ def read_job(body: Any, base: Ask, *, max_k: int, max_seconds: float) -> Job:
         ask = _with_text_normalizers(ask)
     return Job(mode, model, messages, schema if schema is not None else ({"type": "object"} if json_object else None), tool, ask,
                forward=forward, stream=stream, **options)  # fmt: skip
+
+
+def read_translated(chat: dict[str, Any], body: Mapping[str, Any], base: Ask, *, api: str, forced: bool, max_k: int,
+                    max_seconds: float) -> Job:  # fmt: skip
+    """The Job of a request of another ``api`` ("responses", "messages"), read as the chat request
+    ``chat`` it asks for: its ``stream`` and ``accord`` fields carried over from ``body``, one
+    answer shape required (``forced``: its tool_choice names one tool), and every 400 naming the
+    field as that API calls it."""
+    chat = {**chat, "stream": body.get("stream", False)}
+    if "accord" in body:
+        chat["accord"] = body["accord"]
+    schema = f"{_PARAMS[api][0]} json_schema"
+    json_schema = (chat.get("response_format") or {}).get("type") == "json_schema"
+    if json_schema and forced:
+        raise _bad(f"give a {schema} or a tool_choice naming one tool, not both", "tool_choice")
+    if chat.get("tools") and not forced:
+        if json_schema:
+            raise _bad(f"a vote needs one answer shape: a {schema} with tools the model may call instead cannot be voted on "
+                       "(name one tool in tool_choice, or leave the tools out)", "tools")  # fmt: skip
+        raise _bad(f"a vote needs one answer shape: a {schema}, or a tool_choice naming one tool; free text with tools cannot be "
+                   "voted on (leave out the accord field to pass it through)", "tools")  # fmt: skip
+    try:
+        job = read_job(chat, base, max_k=max_k, max_seconds=max_seconds)
+    except ApiError as exc:
+        exc.param = _renamed(exc.param, api)
+        raise
+    return replace(job, api=api)
+
+
+def translated_tools(tools: Any, each: Callable[[Any, int], dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Another API's ``tools`` as chat tools, each read by ``each(tool, index)``; None when not given."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise _bad("tools must be a list", "tools")
+    return [each(tool, i) for i, tool in enumerate(tools)]
+
+
+def _renamed(param: str | None, api: str) -> str | None:
+    """A chat request's parameter name as ``api`` calls it."""
+    for chat, other in _RENAMED.get(api, ()):
+        if param is not None and param.startswith(chat):
+            return other
+    return param
+
+
+# chat request fields -> what another API calls them (prefixes: a field's parts are named by the field)
+_RENAMED = {
+    "responses": (("response_format", "text.format"), ("messages", "input"), ("max_tokens", "max_output_tokens")),
+    "messages": (("response_format", "output_config.format"), ("stop", "stop_sequences")),
+}
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:
@@ -247,6 +302,4 @@ _OPTIONS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
 
 
 def _with_text_normalizers(ask: Ask) -> Ask:
-    from dataclasses import replace
-
     return replace(ask, normalize=tuple(dict.fromkeys((*TEXT_NORMALIZERS, *ask.normalize))))

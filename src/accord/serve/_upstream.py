@@ -10,8 +10,10 @@ The backends are ``accord.models.openai(client, model=...)`` over an ``openai.As
 as they do for a Python program. The upstream key is ``OPENAI_API_KEY`` (or a routed model's
 ``key_env``) from the proxy's environment, read here only, and only put on requests to the upstream.
 
-Whether an upstream serves ``POST /responses`` is learned from the first Responses request
-passed through to it (a 404 or 405 that is not an API error: no such route), and remembered.
+Whether an upstream serves ``POST /responses`` (or ``POST /messages``) is learned from the first
+Responses (Messages) request passed through to it (a 404 or 405 that is not an API error: no such
+route), and remembered. An upstream configured to speak Messages (``wire = "messages"``) has
+``/messages``, and takes its key as ``x-api-key``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from ._wire import Wire, http_module
 
 KEY_ENV = DEFAULT_KEY_ENV
 NO_KEY = "unused"  # local servers need none; the openai client insists on one
-_KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API version an upstream that speaks it is asked for, unless the client names one
+_KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id", "request-id")
 _MODELS_KEPT = 64  # (model, kind) pairs with their backends kept; the least recently used go
 
 
@@ -91,9 +94,11 @@ class Pool:
 
 class Upstreams:
     """One set of upstreams (see the module docstring): ``urls`` round-robin, the key from
-    ``key_env``, ``backend`` the ``accord.models.openai`` options."""
+    ``key_env``, ``backend`` the ``accord.models.openai`` options; ``wire`` what they speak:
+    "chat" (chat completions) or "messages" (Anthropic's Messages API)."""
 
-    def __init__(self, pool: Pool, urls: tuple[str, ...], *, key_env: str = KEY_ENV, backend: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, pool: Pool, urls: tuple[str, ...], *, key_env: str = KEY_ENV, backend: Mapping[str, Any] | None = None,
+                 wire: str = "chat") -> None:  # fmt: skip
         self.pool = pool
         self.given = urls  # as written: the backends' fingerprints name them so
         self.urls = tuple(u.rstrip("/") for u in urls)
@@ -108,11 +113,14 @@ class Upstreams:
         self.options = options
         watch_key(key_env)
         key = self._key = os.environ.get(key_env) or NO_KEY
-        self._auth = {"authorization": f"Bearer {key}"} if key != NO_KEY else {}
+        self.speaks = wire
+        self._auth = {} if key == NO_KEY else {"x-api-key": key} if wire == "messages" else {"authorization": f"Bearer {key}"}
+        self._plain = {"anthropic-version": ANTHROPIC_VERSION} if wire == "messages" else {}  # what every request to it carries
         self.clients = [LeanAsyncOpenAI(base_url=url, api_key=key, http_client=pool.sdk_http, max_retries=0) for url in self.urls]
+        self._anthropic: list[Any] | None = None  # an upstream that speaks Messages: its anthropic clients, once built
         self._backends: OrderedDict[tuple[str, str], Upstream] = OrderedDict()
         self._turn = itertools.count()
-        self.serves_responses: dict[str, bool] = {}  # per URL, once learned
+        self.serves: dict[tuple[str, str], bool] = {}  # (path, URL): whether that upstream has the route, once learned
 
     def backend(self, model: str, kind: str) -> Upstream:
         """The backend of ``model`` on every upstream; ``kind`` "schema" (``response_format``
@@ -122,6 +130,9 @@ class Upstreams:
         if found is not None:
             self._backends.move_to_end(key)
             return found
+        if self.speaks == "messages":
+            made = [self._claude(client, model, kind) for client in self._anthropic_clients()]
+            return self._kept(key, Upstream(made, model))
         structured = self.structured if kind == "schema" else False
         made = []
         for url, client in zip(self.given, self.clients, strict=True):
@@ -129,26 +140,53 @@ class Upstreams:
                                     **flat_margins(self.options))
             _hand_over(backend, client.with_options(max_retries=0, timeout=self.timeout))
             made.append(backend)
-        upstream = Upstream(made, model)
+        return self._kept(key, Upstream(made, model))
+
+    def _kept(self, key: tuple[str, str], upstream: Upstream) -> Upstream:
         self._backends[key] = upstream
         while len(self._backends) > _MODELS_KEPT:
             self._backends.popitem(last=False)
         return upstream
+
+    def _claude(self, client: Any, model: str, kind: str) -> Any:
+        """``accord.models.anthropic`` for ``model`` on one upstream that speaks Messages, over ``client``."""
+        structured = self.structured if kind == "schema" else "off"
+        return models.anthropic(client, model=model, structured=structured, **self.options)
+
+    def _anthropic_clients(self) -> list[Any]:
+        """One ``anthropic.AsyncAnthropic`` per upstream, sending through the :class:`~._wire.Wire`
+        (the ``--concurrency`` bound, what came back) where the SDK takes the pool's HTTP client.
+        Built from a client, the backend's fingerprint names the base URL as ``models.anthropic(base_url=URL)``
+        does (the SDK's, without ``/v1``)."""
+        if self._anthropic is None:
+            import anthropic
+
+            made = []
+            for url in self.urls:
+                settings: dict[str, Any] = {"base_url": url.removesuffix("/v1"), "api_key": self._key, "max_retries": 0, "timeout": self.timeout}
+                try:
+                    made.append(anthropic.AsyncAnthropic(**settings, http_client=self.pool.sdk_http))
+                except TypeError:  # the SDK is built on another HTTP package than the pool: its own, unbounded
+                    made.append(anthropic.AsyncAnthropic(**settings))
+            self._anthropic = made
+        return self._anthropic
 
     def _url(self) -> str:
         return self.urls[next(self._turn) % len(self.urls)]
 
     # -- calls the proxy makes itself ------------------------------------------------------------
 
-    async def relay(self, body: bytes, *, stream: bool, path: str = "chat/completions", url: str | None = None) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]]:
-        """POST ``body`` to the next upstream's ``/chat/completions`` (or ``path``) unchanged: its
-        status, the headers worth passing on, and its body (an iterator of raw chunks when
-        ``stream`` and the upstream streams). Raises BackendError when the upstream cannot be reached."""
+    async def relay(self, body: bytes, *, stream: bool, path: str = "chat/completions", url: str | None = None,
+                    headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]]:  # fmt: skip
+        """POST ``body`` to the next upstream's ``/chat/completions`` (or ``path``) unchanged, with
+        ``headers`` beside the key: its status, the headers worth passing on, and its body (an
+        iterator of raw chunks when ``stream`` and the upstream streams). Raises BackendError when
+        the upstream cannot be reached."""
         url = f"{url or self._url()}/{path}"
+        sent = {"content-type": "application/json", **self._plain, **(headers or {}), **self._auth}
         if not stream and self.lean is not None:
-            return await self._relay_lean(url, body)
-        request = self.relay_http.build_request("POST", url, content=body, headers={"content-type": "application/json", **self._auth},
-                                                timeout=self.timeout)  # fmt: skip
+            return await self._relay_lean(url, body, sent)
+        request = self.relay_http.build_request("POST", url, content=body, headers=sent, timeout=self.timeout)
         bound, wire = self.wire.bound, self.wire
         await bound.acquire()
         wire.in_flight += 1
@@ -181,9 +219,9 @@ class Upstreams:
 
         return response.status_code, headers, Tracked(response.aiter_raw(), closed)
 
-    async def _relay_lean(self, url: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    async def _relay_lean(self, url: str, body: bytes, sent: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         assert self.lean is not None
-        headers = [("content-type", "application/json"), *self._auth.items()]
+        headers = list(sent.items())
         async with self.wire.bound:
             self.wire.in_flight += 1
             start = time.perf_counter()
@@ -198,25 +236,27 @@ class Upstreams:
         kept = {k.decode("latin-1"): v.decode("latin-1") for k, v in answer.headers if k.lower().decode("latin-1") in _KEPT_HEADERS}
         return answer.status, kept, answer.body
 
-    async def responses(self, body: bytes, *, stream: bool) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]] | None:
-        """``body`` passed through to the next upstream's ``POST /responses``, as :meth:`relay`;
-        None when that upstream has no such route (learned on its first such request, then
-        remembered): the caller translates the request to chat completions instead."""
+    async def own(self, path: str, body: bytes, *, stream: bool, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes | AsyncIterator[bytes]] | None:
+        """``body`` passed through to the next upstream's own ``POST /{path}`` (``responses``,
+        ``messages``), as :meth:`relay`; None when that upstream has no such route (learned on its
+        first such request, then remembered): the caller translates the request to chat
+        completions instead. An upstream that speaks Messages always has ``/messages``."""
         url = self._url()
-        if self.serves_responses.get(url) is False:
+        if self.serves.get((path, url)) is False:
             return None
-        status, headers, content = await self.relay(body, stream=stream, path="responses", url=url)
-        if status in (404, 405) and isinstance(content, bytes) and not _api_error(content):
-            self.serves_responses[url] = False
+        status, kept, content = await self.relay(body, stream=stream, path=path, url=url, headers=headers)
+        known = path == "messages" and self.speaks == "messages"
+        if status in (404, 405) and isinstance(content, bytes) and not _api_error(content) and not known:
+            self.serves[(path, url)] = False
             return None
         if status < 400:
-            self.serves_responses[url] = True
-        return status, headers, content
+            self.serves[(path, url)] = True
+        return status, kept, content
 
     async def models(self) -> tuple[int, dict[str, str], bytes]:
         """The first upstream's ``GET /models``, as it answered."""
         try:
-            response = await self.relay_http.get(f"{self.urls[0]}/models", headers=self._auth, timeout=self.timeout)
+            response = await self.relay_http.get(f"{self.urls[0]}/models", headers={**self._plain, **self._auth}, timeout=self.timeout)
         except self.http.TransportError as exc:
             raise BackendError(f"the upstream cannot be reached ({type(exc).__name__})") from None
         headers = {k: v for k, v in response.headers.items() if k.lower() in _KEPT_HEADERS}
@@ -227,7 +267,7 @@ class Upstreams:
 
         async def one(url: str) -> bool:
             try:
-                response = await self.relay_http.get(f"{url}/models", headers=self._auth, timeout=timeout)
+                response = await self.relay_http.get(f"{url}/models", headers={**self._plain, **self._auth}, timeout=timeout)
             except (self.http.TransportError, asyncio.TimeoutError):
                 return False
             return bool(200 <= response.status_code < 300)

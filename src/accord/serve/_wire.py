@@ -3,7 +3,8 @@
 Every chat completion the backend sends (a ballot, the ``response_format`` probe, a batch
 neighbour, a retry) goes through :class:`Wire`: :meth:`Wire.post_chat` for the lean
 ``chat.completions.create`` of ``._client`` (over ``._http``), and the transport interface
-(``handle_async_request``) for anything else the openai client sends. It
+(``handle_async_request``) for anything else the openai client sends, and for the Messages calls
+of ``accord.models.anthropic`` (an upstream that speaks Messages). It
 
 - bounds them: at most ``--concurrency`` upstream chat calls in flight, all requests together
   (one shared bound, as ``Stabilizer.map`` has; a call waits for a free slot);
@@ -145,7 +146,7 @@ class Wire:
         return Answer(response.status_code, list(response.headers.raw), body)
 
     async def handle_async_request(self, request: Any) -> Any:
-        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+        if request.method != "POST" or not request.url.path.endswith(("/chat/completions", "/messages")):
             return await self.inner.handle_async_request(request)
         tab = CURRENT.get()
         if tab is not None and (tab.forward or tab.top_logprobs):
@@ -219,6 +220,8 @@ def _answered_data(status: int, data: Any, seconds: float, wait: float | None) -
     try:
         if not isinstance(data, dict):
             return answered
+        if data.get("type") == "message":
+            return _answered_message(answered, data)
         usage = data.get("usage") or {}
         answered.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         answered.completion_tokens = int(usage.get("completion_tokens") or 0)
@@ -228,6 +231,19 @@ def _answered_data(status: int, data: Any, seconds: float, wait: float | None) -
         answered.logprobs = choice.get("logprobs")
     except (ValueError, TypeError, AttributeError, IndexError):
         pass  # an unusable body (or none): the backend maps it; only the status is kept
+    return answered
+
+
+def _answered_message(answered: Answered, data: dict[str, Any]) -> Answered:
+    """A Messages answer: every input token (the cache's reads and writes too), and its text (or a tool call's input)."""
+    usage = data.get("usage") or {}
+    names = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    answered.prompt_tokens = sum(int(usage.get(name) or 0) for name in names)
+    answered.completion_tokens = int(usage.get("output_tokens") or 0)
+    blocks = [b for b in data.get("content") or [] if isinstance(b, dict)]
+    texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+    calls = [json.dumps(b.get("input"), ensure_ascii=False) for b in blocks if b.get("type") == "tool_use"]
+    answered.content = "".join(texts) if texts else calls[0] if calls else None
     return answered
 
 

@@ -18,8 +18,9 @@ What an exchange does, per ballot:
    The prompt does not depend on it: the core shows the schema in every prompt (unless the
    policy says not), with ``response_format`` or without, so every run's server reads the same
    prompt, the first of a process included;
-3. sends the chat completion, with ``logprobs``/``top_logprobs`` unless the server is known to
-   drop them; a 400/422 that refuses a parameter (``temperature``, ``seed``,
+3. sends the chat completion (with ``api="responses"``, the same request to the Responses API:
+   :mod:`._api`, :mod:`._responses`), with ``logprobs``/``top_logprobs`` unless the server is
+   known to drop them; a 400/422 that refuses a parameter (``temperature``, ``seed``,
    ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once
    without it, and the refusal is remembered;
 4. reads the answer (:mod:`._wire`): text (a wrapped answer unwrapped), finish reason, usage,
@@ -73,7 +74,9 @@ class OpenAIBackend(Exchanges):
     ``client``: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (the other twin is derived), or
     None to build both from ``base_url`` (a URL or a list of URLs, round-robin; default
     ``OPENAI_BASE_URL`` or OpenAI) and the client options. ``model``: the model name; None asks
-    the server (one that serves exactly one model). ``max_tokens``: the default output budget per
+    the server (one that serves exactly one model). ``api``: ``"chat"`` (chat completions) or
+    ``"responses"`` (the Responses API, ``POST /responses``: the schema as ``text.format``, the
+    logprobs through ``include``; :mod:`._responses`). ``max_tokens``: the default output budget per
     call when the run sets none. ``structured``: "auto" (probe and remember whether the server
     honours ``response_format``), True (trust it does), False (never send it). ``margins``: how
     the answers' margins are read (:class:`._options.Margins`: logprobs, ``top_logprobs``, the
@@ -100,6 +103,7 @@ class OpenAIBackend(Exchanges):
         *,
         base_url: str | list[str] | tuple[str, ...] | None = None,
         model: str | None = None,
+        api: str = "chat",
         max_tokens: int = 512,
         structured: bool | str = "auto",
         margins: Margins = DEFAULT_MARGINS,
@@ -112,6 +116,7 @@ class OpenAIBackend(Exchanges):
         margins = options.margins_from(margins, client_options)  # the older logprobs=, noise_floor=, dtype=, ...
         options.checked(model, max_tokens, structured, streamed)
         passed = options.client_options(client_options)
+        self.api = options.api_of(api)
         self.model, self.default_max_tokens, self.structured = model, max_tokens, options.STRUCTURED[structured]
         self.margins, self.logprobs, self.top_logprobs = margins, margins.logprobs, margins.top_logprobs
         self.noise_floor, self.dtype = margins.noise_floor, margins.dtype_label
@@ -185,22 +190,29 @@ class OpenAIBackend(Exchanges):
         return Noise(max(floors), self.dtype)
 
     @property
-    def fingerprint(self) -> str:  # computed from the model and the servers
-        """The logical identity (ledger key): model and servers. Without ``model=`` it reads
-        ``server-default``, the same before and after the server was asked for its model."""
-        return f"openai:{self.model or 'server-default'}@{'|'.join(s.shown for s in self.servers)}"
+    def fingerprint(self) -> str:  # computed from the model, the servers and the API
+        """The logical identity (ledger key): model and the endpoints called. Without ``model=`` it
+        reads ``server-default``, the same before and after the server was asked for its model.
+
+        The endpoints are the servers' base URLs for chat completions, as they always were (the
+        answers a ledger holds from chat runs still replay), and ``{base_url}/responses`` for the
+        Responses API: the two can compute different answers from one prompt (a provider may
+        apply its own defaults, templates or reasoning to one API and not the other; vLLM renders
+        and parses each through its own code), so a ledger keeps their answers apart."""
+        return f"openai:{self.model or 'server-default'}@{'|'.join(self._api.endpoint(s.shown) for s in self.servers)}"
 
     def describe(self) -> dict[str, object]:
         servers = []
         for server in self.servers:
             model = self._model_of(server)
-            known = self.capabilities.get((server.shown, model)).to_dict() if model else None
+            known = self.capabilities.get(self._key(server, model)).to_dict() if model else None
             servers.append({"url": server.shown, "model": model, "capabilities": known})
         noise = self.noise()
         gate, source = gate_said(self, noise)
         return {
             "backend": type(self).__name__,
             "fingerprint": self.fingerprint,
+            "api": self.api,
             "structured": self.structured,
             "servers": servers,
             "noise_floor": None if noise is None or math.isinf(noise.floor or 0.0) else noise.floor,
@@ -219,7 +231,7 @@ class OpenAIBackend(Exchanges):
         found: list[Known | None] = []
         for server in self.servers:
             model = self._model_of(server)
-            found.append(self.capabilities.get((server.shown, model)) if model else None)
+            found.append(self.capabilities.get(self._key(server, model)) if model else None)
         return found
 
     # -- the drivers: spread (._spread), then the exchange (._exchange), then the learner (._learning)
@@ -230,7 +242,7 @@ class OpenAIBackend(Exchanges):
         with self._spreader.hold(request):  # one ballot of a prompt at a time
             server = self._next_server()
             neighbours = self._neighbours(request, server)
-            with spreading.beside(server.fresh_async_client, neighbours):
+            with spreading.beside(server.fresh_async_client, neighbours, self._api.call.endpoint):
                 return spreading.noted(self._drive(request, server), len(neighbours))
 
     async def agenerate(self, request: Request) -> Completion:
@@ -239,12 +251,13 @@ class OpenAIBackend(Exchanges):
         async with self._spreader.ahold(request):
             server = self._next_server()
             neighbours = self._neighbours(request, server)
-            async with spreading.abeside(server.async_client(), neighbours):
+            async with spreading.abeside(server.async_client(), neighbours, self._api.call.endpoint):
                 return spreading.noted(await self._adrive(request, server), len(neighbours))
 
     def _neighbours(self, request: Request, server: Server) -> list[dict[str, Any]]:
+        """The batch neighbours of this ballot (:mod:`._spread`), as this backend's API sends them."""
         max_tokens = request.settings.max_tokens or self.default_max_tokens
-        return self._spreader.neighbours_for(request.ballot, self._model_of(server), max_tokens)
+        return [self._api.spell(params) for params in self._spreader.neighbours_for(request.ballot, self._model_of(server), max_tokens)]
 
     def _drive(self, request: Request, server: Server) -> Completion:
         return self._taught(request, server, drivers.drive(self._exchange(request, server), streamed=self.streamed))
@@ -260,8 +273,8 @@ class OpenAIBackend(Exchanges):
         return taught(self._learner, request, server.shown, self._model_of(server), completion)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
-        """:meth:`generate`, with the answer's chat completion streamed (``stream=True``): its
-        text deltas as they arrive, then the Completion (usage from the last chunk)."""
+        """:meth:`generate`, with the answer streamed (``stream=True``): its text deltas as they
+        arrive, then the Completion (usage from the last chunk, or the Responses API's last event)."""
         server = self._next_server()
         for part in drivers.stream(self._exchange(request, server)):
             yield self._taught(request, server, part) if isinstance(part, Completion) else part
@@ -276,7 +289,7 @@ class OpenAIBackend(Exchanges):
                     yield part
 
     def telemetry(self) -> dict[str, str | int]:
-        """``openai`` (the API spoken), the model asked for (or the one discovered), the server."""
+        """``openai`` (the provider), the model asked for (or the one discovered), the server."""
         server = self.servers[0]
         attrs: dict[str, str | int] = {"gen_ai.provider.name": "openai"}
         model = self._model_of(server)
@@ -298,7 +311,7 @@ class OpenAIBackend(Exchanges):
         server = self._next_server()
         model = self.model or await self._amodel(server)
         params = self._spreader.numbered(model, neighbours, request.settings.max_tokens or self.default_max_tokens)
-        async with spreading.abeside(server.async_client(), params):
+        async with spreading.abeside(server.async_client(), [self._api.spell(p) for p in params], self._api.call.endpoint):
             return spreading.noted(await self._adrive(request, server), neighbours)
 
     def traffic(self, count: int, max_tokens: int = 64) -> Any:
@@ -309,8 +322,8 @@ class OpenAIBackend(Exchanges):
         @contextlib.asynccontextmanager
         async def busy() -> AsyncIterator[None]:
             model = self.model or await self._amodel(server)
-            params = lambda turn: spreading.neighbour_params(model, turn, max_tokens // 2 + turn % 4 * max_tokens // 4)  # noqa: E731
-            async with spreading.traffic(server.async_client(), params, count):
+            params = lambda turn: self._api.spell(spreading.neighbour_params(model, turn, max_tokens // 2 + turn % 4 * max_tokens // 4))  # noqa: E731
+            async with spreading.traffic(server.async_client(), params, count, self._api.call.endpoint):
                 yield
 
         return busy()

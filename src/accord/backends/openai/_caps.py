@@ -7,6 +7,13 @@ server only what it honours. The memory is process-wide by default (a new backen
 server starts from what the last one learned) and thread-safe; pass ``capabilities=Capabilities()``
 to an :class:`~accord.backends.openai._backend.OpenAIBackend` to keep it private.
 
+A server's Responses API (``models.openai(api="responses")``) is remembered apart from its chat
+completions, under the URL of its endpoint (``.../v1/responses``): one server may honour
+``response_format`` and not ``text.format``, or refuse ``seed`` on one API only. There the
+facts are in that API's words (``Known.rejected`` holds ``text``, ``include``,
+``max_output_tokens``), and ``response_format`` / ``logprobs`` say the same of ``text.format``
+and ``include``.
+
     Known.rejected          parameters the server refused (they are no longer sent)
     Known.response_format   None (unknown), "honoured", "ignored" or "rejected"
     Known.logprobs          None (unknown), "returned", "ignored" or "rejected"
@@ -26,7 +33,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-Key = tuple[str, str]  # (redacted server URL, model)
+Key = tuple[str, str]  # (redacted server URL, model); for the Responses API, the URL of its endpoint (.../responses)
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,9 @@ class Capabilities:
     def reject(self, key: Key, params: frozenset[str]) -> Known:
         """Remember that the server refused these parameters."""
         changes: dict[str, Any] = {}
-        if "response_format" in params:
+        if params & {"response_format", "text"}:  # ``text``: the Responses API's (its key is the endpoint's)
             changes["response_format"] = "rejected"
-        if params & {"logprobs", "top_logprobs"}:
+        if params & {"logprobs", "top_logprobs", "include"}:
             changes["logprobs"] = "rejected"
         with self._lock:
             known = self._known.get(key, Known())

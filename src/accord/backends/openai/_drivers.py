@@ -31,7 +31,7 @@ def drive(flow: Generator[Op, Any, T], *, streamed: bool = False) -> T:
             return value
         try:
             if streamed and isinstance(op, Chat) and op.answer:
-                chunks = Chunks()
+                chunks = op.chunks()
                 for _ in read(op, op.server.sync_client(), chunks):
                     pass
                 reply = chunks.response()
@@ -51,7 +51,7 @@ async def adrive(flow: Generator[Op, Any, T], *, streamed: bool = False) -> T:
             return value
         try:
             if streamed and isinstance(op, Chat) and op.answer:
-                chunks = Chunks()
+                chunks = op.chunks()
                 async for _ in aread(op, op.server.async_client(), chunks):
                     pass
                 reply = chunks.response()
@@ -71,7 +71,7 @@ def stream(flow: Generator[Op, Any, Completion]) -> Iterator[str | Completion]:
             return
         try:
             if isinstance(op, Chat) and op.answer:
-                chunks = Chunks()
+                chunks = op.chunks()
                 yield from read(op, op.server.sync_client(), chunks)
                 reply = chunks.response()
             else:
@@ -90,7 +90,7 @@ async def astream(flow: Generator[Op, Any, Completion]) -> AsyncGenerator[str | 
             return
         try:
             if isinstance(op, Chat) and op.answer:
-                chunks = Chunks()
+                chunks = op.chunks()
                 async for delta in aread(op, op.server.async_client(), chunks):
                     yield delta
                 reply = chunks.response()

@@ -66,11 +66,12 @@ class _ScrubSecrets(logging.Filter):
 _FILTER = _ScrubSecrets()
 
 
-def guard_logs(secrets: Iterable[str]) -> None:
-    """Keep these secrets out of the log lines of httpx and openai."""
+def guard_logs(secrets: Iterable[str], loggers: Iterable[str] = ()) -> None:
+    """Keep these secrets out of the log lines of httpx and openai, and of ``loggers`` (another
+    SDK's: the anthropic backend names its own)."""
     with _guard_lock:
         _secrets.update(s for s in secrets if s and len(s) >= 4)
-        for name in _GUARDED:
+        for name in (*_GUARDED, *loggers):
             logger = logging.getLogger(name)
             if _FILTER not in logger.filters:
                 logger.addFilter(_FILTER)

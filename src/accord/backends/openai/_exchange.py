@@ -6,6 +6,10 @@ server, asks it for its model once, probes ``response_format`` once (:mod:`._pro
 chat completion (dropping a parameter the server refuses and sending again), reads the answer
 (:mod:`._wire`) and learns from it (:mod:`._caps`). The backend's drivers (:mod:`._drivers`)
 send what it yields with the sync or the async client.
+
+Over the Responses API (``api="responses"``) the exchange is the same, in that API's words
+(:mod:`._api`: the request and the answer are :mod:`._responses`'s, the probe asks whether
+``text.format`` is honoured, and what is learned is kept under the endpoint's URL).
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from ..._errors import BackendError, ConfigError
 from ..._types import Request, TokenSteps, Usage
 from .._base import Backend
 from . import _wire as wire
+from ._api import APIS, Api
 from ._calibrate import steps_of
 from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
 from ._learning import TOP, Learner
-from ._ops import Chat, Exchange, ListModels, Op
-from ._probe import free_whitespace, probe_params, probe_verdict
+from ._ops import Exchange, ListModels, Op
+from ._probe import free_whitespace, probe_verdict
 
 log = logging.getLogger("accord.openai")
 
@@ -36,6 +41,7 @@ class Exchanges(Backend):
     """The exchange per ballot over the servers; :class:`~._backend.OpenAIBackend` sets the state."""
 
     model: str | None
+    api: str  # "chat" or "responses" (:mod:`._api`)
     structured: str  # "auto", "on" or "off"
     logprobs: bool
     top_logprobs: int
@@ -47,6 +53,14 @@ class Exchanges(Backend):
     _lock: threading.Lock
     _learner: Learner | None
 
+    @property
+    def _api(self) -> Api:
+        return APIS[self.api]
+
+    def _key(self, server: Server, model: str) -> tuple[str, str]:
+        """Where what a server is known to do is kept (:mod:`._caps`): per endpoint and model."""
+        return self._api.endpoint(server.shown), model
+
     def _next_server(self) -> Server:
         with self._lock:
             server = self.servers[self._turn % len(self.servers)]
@@ -55,7 +69,7 @@ class Exchanges(Backend):
 
     def _exchange(self, request: Request, server: Server) -> Exchange:
         model = self.model or (yield from self._discover(server))
-        key = (server.shown, model)
+        api, key = self._api, self._key(server, model)
         meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
         extra_usage = Usage()
         fmt, wrapped = format_for(request.schema)
@@ -70,21 +84,21 @@ class Exchanges(Backend):
             # The prompt is the core's (the schema shown unless the policy says not): response_format
             # enforces the shape the prompt already told, where the server honours it.
             structured = can_format and (self.structured == "on" or known.response_format not in ("ignored", "rejected"))
-            return wire.chat_params(request, options, known, structured=structured)
+            return api.params(request, options, known, structured=structured)
 
         response, params = yield from self._ask(server, key, build, request.deadline, answer=True)
         try:
-            parsed = wire.parse(response)
+            parsed, answer = api.parse(response), api.answer(response)
         except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
-        self._learn(key, params, parsed, response.choices[0])
+        self._learn(key, params, parsed, answer)
         meta.update(parsed.completion.meta)  # model, system_fingerprint (None when the server sends none)
-        meta.update(self._sent(key, params, lambda: wire.chat_params(request, options, Known(), structured=can_format)))
+        meta.update(self._sent(key, params, lambda: api.params(request, options, Known(), structured=can_format)))
         steps = None
-        if compared and "logprobs" in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
-            steps = TokenSteps(params["messages"], steps_of(response.choices[0]), parsed.completion.usage.prompt_tokens)
+        if compared and api.logprobs in params:  # the prompt as sent: the reference is fed the same (_learning.Learner)
+            steps = TokenSteps(request.messages, steps_of(answer), parsed.completion.usage.prompt_tokens)
         completion = parsed.completion
-        if wrapped and "response_format" in params:
+        if wrapped and api.format in params:
             inner = wire.unwrap(completion.text)
             if inner is not None:  # else cut off or not wrapped: read as it came
                 completion = replace(completion, text=inner)
@@ -102,7 +116,8 @@ class Exchanges(Backend):
         """What the ballot records of the call sent: how the schema went, the seed, and the
         parameters dropped (those ``everything()``, the call to a server that takes every
         parameter, has and this one had not)."""
-        sent: dict[str, Any] = {"structured": "response_format" if "response_format" in params else "prompt"}
+        api = self._api
+        sent: dict[str, Any] = {"structured": api.shown_format if api.format in params else "prompt"}
         if "seed" in params:
             sent["seed"] = params["seed"]
         rejected = self.capabilities.get(key).rejected
@@ -115,15 +130,16 @@ class Exchanges(Backend):
         self, server: Server, key: tuple[str, str], build: Callable[[Known], dict[str, Any] | None], deadline: float | None = None,
         *, answer: bool = False,
     ) -> Generator[Op, Any, tuple[Any, dict[str, Any]]]:
-        """Send one chat completion; drop parameters the server refuses and send again."""
-        for _ in range(len(wire.DROPPABLE) + 1):
+        """Send one request; drop parameters the server refuses and send again."""
+        api = self._api
+        for _ in range(len(api.droppable) + 1):
             params = build(self.capabilities.get(key))
             if params is None:
                 break
-            reply = yield Chat(server, params, None if deadline is None else max(deadline, 0.05), answer)
+            reply = yield api.call(server, params, None if deadline is None else max(deadline, 0.05), answer)
             if not isinstance(reply, BaseException):
                 return reply, params
-            refused = wire.rejected_params(reply, params)
+            refused = api.rejected(reply, params)
             if not refused:
                 raise to_backend_error(reply, server=server.shown, secrets=self._secrets)
             log.info("%s refused %s for %s; sending without it from now on", server.shown, ", ".join(sorted(refused)), key[1])
@@ -131,27 +147,26 @@ class Exchanges(Backend):
         raise BackendError(f"{server.shown}: the server refused every way of asking", status=400)
 
     def _probe(self, server: Server, model: str, key: tuple[str, str]) -> Generator[Op, Any, tuple[str, Usage]]:
-        """Ask once whether the server honours ``response_format``; remember the answer."""
-
+        """Ask once whether the server honours ``response_format`` (``text.format``); remember the answer."""
+        api = self._api
         try:
-            response, _ = yield from self._ask(server, key, functools.partial(probe_params, model))
+            response, _ = yield from self._ask(server, key, functools.partial(api.probe, model))
         except BackendError:
             if self.capabilities.get(key).response_format == "rejected":
                 return "rejected", Usage()
             self.capabilities.release_probe(key)  # probe again on a later call
             raise  # the server failed: this ballot's call fails the same way, without a second try
         try:
-            parsed = wire.parse(response)
+            parsed, answer = api.parse(response), api.answer(response)
         except Exception as exc:  # noqa: BLE001 - any unusable answer: mapped here
             self.capabilities.release_probe(key)
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         verdict = probe_verdict(parsed.completion.text, parsed.completion.finish_reason)
         self.capabilities.learn(key, response_format=verdict)
         if verdict == "honoured":
-            self.capabilities.saw_json(key, free_whitespace(parsed.completion.text, steps_of(response.choices[0])))
-        log.info("%s %s response_format for %s", server.shown, verdict, model)
-        usage = parsed.completion.usage
-        return verdict, Usage(usage.prompt_tokens, usage.completion_tokens)
+            self.capabilities.saw_json(key, free_whitespace(parsed.completion.text, steps_of(answer)))
+        log.info("%s %s %s for %s", server.shown, verdict, api.shown_format, model)
+        return verdict, replace(parsed.completion.usage, seconds=0.0, calls=0)
 
     def _discover(self, server: Server) -> Generator[Op, Any, str]:
         """The model a server serves, asked once (``GET /models``)."""
@@ -172,13 +187,14 @@ class Exchanges(Backend):
     def _learn(self, key: tuple[str, str], params: dict[str, Any], parsed: wire.Parsed, choice: Any) -> None:
         """Passive detection: a server that sent prose for ``response_format``, or no logprobs;
         whether its strict JSON has free whitespace (:func:`._probe.free_whitespace`)."""
-        if "response_format" in params and self.structured == "auto" and parsed.json_object is False:
+        fmt = self._api.format
+        if fmt in params and self.structured == "auto" and parsed.json_object is False:
             if self.capabilities.get(key).response_format != "ignored":
-                log.info("%s ignores response_format for %s: the schema goes in the prompt", key[0], key[1])
+                log.info("%s ignores %s for %s: the schema goes in the prompt", key[0], self._api.shown_format, key[1])
             self.capabilities.learn(key, response_format="ignored")
-        elif "response_format" in params and parsed.completion.text and self.capabilities.get(key).whitespace != "free":
+        elif fmt in params and parsed.completion.text and self.capabilities.get(key).whitespace != "free":
             self.capabilities.saw_json(key, free_whitespace(parsed.completion.text, steps_of(choice)))
-        if "logprobs" in params and parsed.completion.text:
+        if self._api.logprobs in params and parsed.completion.text:
             self.capabilities.learn(key, logprobs="returned" if parsed.logprobs_seen else "ignored")
 
 

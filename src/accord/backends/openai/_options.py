@@ -21,6 +21,8 @@ from .._renamed import deprecated
 #: The options passed through to ``openai.OpenAI(...)``/``openai.AsyncOpenAI(...)``.
 CLIENT_OPTIONS = ("api_key", "timeout", "organization", "project", "default_headers", "default_query")
 STRUCTURED = {"auto": "auto", True: "on", False: "off"}
+#: The APIs a backend can speak to its servers (``models.openai(api=...)``).
+APIS = ("chat", "responses")
 #: models.openai's older spellings of the Margins fields: old name -> field.
 _OLD_MARGINS = {"logprobs": "logprobs", "top_logprobs": "top_logprobs", "noise_floor": "noise_floor", "dtype": "dtype_label"}
 
@@ -102,6 +104,13 @@ def checked(model: Any, max_tokens: Any, structured: Any, streamed: Any) -> None
     if structured not in STRUCTURED:
         raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
     _check.boolean("", "streamed", streamed)
+
+
+def api_of(api: Any) -> str:
+    """``api`` checked: a ConfigError names the choices."""
+    if not isinstance(api, str) or api not in APIS:
+        raise ConfigError(f"api must be one of {', '.join(map(repr, APIS))}, got {api!r}")
+    return api
 
 
 DEFAULT_MARGINS = Margins()

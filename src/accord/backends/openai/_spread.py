@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..._types import Completion, Request
+from ._ops import chat_endpoint
 
 #: Batch neighbours sent beside ballot i (i >= 1): a different count for each ballot.
 NEIGHBOURS = (0, 1, 3, 6, 2, 5, 4, 7)
@@ -165,12 +166,14 @@ def neighbour_params(model: str, turn: int, max_tokens: int) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def abeside(client: Any, neighbours: list[dict[str, Any]]) -> AsyncIterator[None]:
+async def abeside(client: Any, neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> AsyncIterator[None]:
     """The neighbours in flight on this event loop while the block runs; cancelled when it ends.
 
-    A neighbour's failure is not the ballot's: it is dropped.
+    ``endpoint(client)`` sends one (the API the ballots speak: ``client.responses.create`` for
+    the Responses API). A neighbour's failure is not the ballot's: it is dropped.
     """
-    tasks = [asyncio.ensure_future(client.chat.completions.create(**params)) for params in neighbours]
+    create = endpoint(client)
+    tasks = [asyncio.ensure_future(create(**params)) for params in neighbours]
     try:
         yield
     finally:
@@ -180,14 +183,17 @@ async def abeside(client: Any, neighbours: list[dict[str, Any]]) -> AsyncIterato
 
 
 @contextlib.asynccontextmanager
-async def traffic(client: Any, params: Callable[[int], dict[str, Any]], count: int) -> AsyncIterator[None]:
-    """``count`` requests always in flight while the block runs (``params(turn)`` builds each; a
-    finished or failed one is sent again), cancelled when it ends: a busy server."""
+async def traffic(client: Any, params: Callable[[int], dict[str, Any]], count: int,
+                  endpoint: Callable[[Any], Any] = chat_endpoint) -> AsyncIterator[None]:
+    """``count`` requests always in flight while the block runs (``params(turn)`` builds each,
+    ``endpoint(client)`` sends it; a finished or failed one is sent again), cancelled when it
+    ends: a busy server."""
+    create = endpoint(client)
 
     async def keep_sending(lane: int) -> None:
         for turn in itertools.count(lane, count):
             try:
-                await client.chat.completions.create(**params(turn))
+                await create(**params(turn))
             except Exception:  # noqa: BLE001 - background traffic: its failures are not the caller's
                 await asyncio.sleep(0.2)
 
@@ -201,9 +207,10 @@ async def traffic(client: Any, params: Callable[[int], dict[str, Any]], count: i
 
 
 @contextlib.contextmanager
-def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]]) -> Iterator[None]:
+def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> Iterator[None]:
     """For a sync call: the neighbours in flight on a private event loop in a thread while the
-    block runs (``new_client()`` builds that loop's async client); cancelled when it ends."""
+    block runs (``new_client()`` builds that loop's async client, ``endpoint`` as
+    :func:`abeside`'s); cancelled when it ends."""
     if not neighbours:
         yield
         return
@@ -214,7 +221,7 @@ def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]]) -> I
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
         client = new_client()
         try:
-            async with abeside(client, neighbours):
+            async with abeside(client, neighbours, endpoint):
                 started.set()
                 await state["stop"].wait()
         finally:

@@ -16,7 +16,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,18 @@ def format_for(schema: Schema[Any]) -> tuple[dict[str, Any] | None, bool]:
     strict = _close(root)
     name = _SCHEMA_NAME.sub("_", schema.name)[:64] or "answer"
     return {"type": "json_schema", "json_schema": {"name": name, "schema": root, "strict": strict}}, True
+
+
+def usage_of(usage: Any) -> Usage:
+    """A chat completion's usage: its tokens, and of the prompt's those read from the server's
+    prompt cache (``prompt_tokens_details.cached_tokens``, where the server says)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        cached = details.get("cached_tokens")
+    else:
+        cached = getattr(details, "cached_tokens", None)
+    return Usage(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), 0.0, 1,
+                 cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None)
 
 
 def unwrap(text: str) -> str | None:
@@ -179,18 +191,29 @@ def wire_names(params: Mapping[str, Any]) -> set[str]:
     return (set(params) - {"extra_body"}) | set(params.get("extra_body") or {})
 
 
-def rejected_params(exc: BaseException, sent: Mapping[str, Any]) -> frozenset[str]:
-    """The parameters a 400/422 answer refuses, among those sent and droppable; empty if none."""
+def rejected_params(
+    exc: BaseException, sent: Mapping[str, Any], droppable: Sequence[str] = DROPPABLE, spelled: Mapping[str, tuple[str, ...]] | None = None,
+) -> frozenset[str]:
+    """The parameters a 400/422 answer refuses, among those sent and ``droppable``; empty if none.
+
+    A parameter is named by the error's ``param`` (``text.format.schema`` names ``text``) or in
+    its message, as itself or as one of its ``spelled`` names (the Responses API's ``include`` is
+    refused as ``logprobs`` by vLLM; its ``text`` is looked for only as ``text.format``, the word
+    alone being too common in a message)."""
     if getattr(exc, "status_code", None) not in (400, 422):
         return frozenset()
-    candidates = [name for name in DROPPABLE if name in wire_names(sent)]
+    spelled = spelled or {}
+    candidates = [name for name in droppable if name in wire_names(sent)]
     param, code = getattr(exc, "param", None), getattr(exc, "code", None)
     text = f"{getattr(exc, 'message', '')} {json.dumps(getattr(exc, 'body', None), default=str)}"
-    if param in candidates and (code in ("unsupported_parameter", "unsupported_value") or _REFUSAL.search(text)):
-        return frozenset({param})
+    if isinstance(param, str):
+        named = [name for name in candidates if param.split(".")[0] == name or param in spelled.get(name, ())]
+        if named and (code in ("unsupported_parameter", "unsupported_value") or _REFUSAL.search(text)):
+            return frozenset(named[:1])
     if not _REFUSAL.search(text):
         return frozenset()
-    return frozenset(name for name in candidates if re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text))
+    return frozenset(name for name in candidates
+                     if any(re.search(rf"(?<![\w.]){re.escape(word)}(?!\w)", text) for word in spelled.get(name, (name,))))
 
 
 @dataclass(frozen=True)
@@ -226,7 +249,7 @@ def parse(response: Any) -> Parsed:
     completion = Completion(
         text=text,
         finish_reason=finish,
-        usage=Usage(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), 0.0, 1),
+        usage=usage_of(usage),
         margins=margins,
         score=score,
         meta=meta,
