@@ -29,7 +29,7 @@ API = DOCS / "api.md"
 # The pages whose examples are doctests (other pages may hold examples that need a model).
 DOCTEST_PAGES = ["concepts.md", "vote.md", "retry.md", "budget.md", "normalize.md", "parsing.md", "prompting.md", "result.md", "service.md", "ledger.md",
                  "api.md"]
-LINKED_PAGES = ["index.md", "figures.md", "architecture.md", *DOCTEST_PAGES]
+LINKED_PAGES = ["index.md", "tutorial.md", "figures.md", "architecture.md", *DOCTEST_PAGES]
 
 
 def public_names() -> list[tuple[str, object]]:
@@ -55,6 +55,16 @@ def entry(qualified: str) -> str | None:
 @pytest.mark.parametrize("qualified", [q for q, _ in public_names()])
 def test_every_public_name_has_an_entry_in_the_api_reference(qualified: str) -> None:
     assert entry(qualified) is not None, f"docs/api.md has no '### `{qualified}`' entry"
+
+
+def test_each_entry_and_each_parameter_is_listed_once() -> None:
+    """No public name has two entries, and no entry lists a parameter twice (``extract`` once was)."""
+    text = API.read_text(encoding="utf-8")
+    headings = re.findall(r"^### (.*)$", text, flags=re.M)
+    assert sorted({h for h in headings if headings.count(h) > 1}) == []
+    for heading, body in sections(text).items():
+        bullets = re.findall(r"^- `(\w+)`", body, flags=re.M)
+        assert sorted({b for b in bullets if bullets.count(b) > 1}) == [], f"docs/api.md, {heading}: listed twice"
 
 
 def documented_parameters(obj: object) -> list[str]:
@@ -125,6 +135,11 @@ def test_relative_links_resolve(page: str, target: str) -> None:
 FORWARDED = {
     "accord.models.openai": ("accord.backends.openai._backend", "OpenAIBackend"),
     "accord.models.transformers": ("accord.backends.local._backend", "TransformersBackend"),
+}
+# The SDK client options a factory's **client_options takes by name (any other is a ConfigError).
+CLIENT_OPTIONS = {
+    "accord.models.openai": "accord.backends.openai._options",
+    "accord.models.anthropic": "accord.backends.anthropic._clients",
 }
 _HEADING = re.compile(r"^#{1,6} `(accord(?:\.models)?(?:\.\w+)?)`\s*$", re.M)
 _CALL = re.compile(r"^(?P<name>(?:accord\.)?(?:models\.)?[A-Za-z_]\w*(?:\.\w+)*)\((?P<args>.*)\)(?:\s*->.*)?$")
@@ -225,24 +240,25 @@ def documented_signatures() -> list[tuple[str, str, object, list[str], bool]]:
     example, checked only for names that exist).
     """
     found = []
-    for page in sorted(DOCS.glob("*.md")):
-        text = page.read_text(encoding="utf-8")
-        if page.name == "api.md":
+    for path in sorted(DOCS.rglob("*.md")):  # docs/providers/ too
+        page = path.relative_to(DOCS).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if page == "api.md":
             parts = _HEADING.split(text)
             for qualified, body in zip(parts[1::2], parts[2::2], strict=True):
                 blocks, _ = _code(body)
                 for statement in _statements(blocks[0]) if blocks else []:
-                    found.append((page.name, statement, qualified, True))  # the entry's signature
+                    found.append((page, statement, qualified, True))  # the entry's signature
                 base = qualified.rsplit(".", 1)[-1]
                 for span in re.findall(r"`(?:async )?([^`\n]+)`", _code(body)[1]):
                     head = span.split("(", 1)[0]
                     if head == base or (re.fullmatch(r"[a-z_]\w*", head) and head != base and not head.startswith("_")):
-                        found.append((page.name, span if head == base else f"{base}.{span}", qualified, False))
+                        found.append((page, span if head == base else f"{base}.{span}", qualified, False))
             continue
         blocks, prose = _code(text)
         statements = [(s, True) for lines in blocks for s in _statements(lines)]
         spans = [(s, False) for s in re.findall(r"`([^`\n]+)`", prose)]
-        found += [(page.name, t, None, block) for t, block in statements + spans if t.startswith(("accord.", "models."))]
+        found += [(page, t, None, block) for t, block in statements + spans if t.startswith(("accord.", "models."))]
     out: list[tuple[str, str, object, list[str], bool]] = []
     for where, statement, section, first_block in found:
         in_api = section is not None and first_block  # api.md: an entry's signature block
@@ -264,7 +280,8 @@ def documented_signatures() -> list[tuple[str, str, object, list[str], bool]]:
 
 def real_parameters(qualified: str, obj: object, forwarded: bool = False) -> list[inspect.Parameter]:
     """The parameters as inspect.signature reports them (a dataclass field's default factory
-    called); with ``forwarded``, a forwarding factory's options as keyword-only parameters."""
+    called); with ``forwarded``, a forwarding factory's options, and the client options it
+    takes by name, as keyword-only parameters."""
     assert callable(obj), qualified
     params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
     obj = cast(object, obj)  # is_dataclass below narrows a plain object, not a callable
@@ -277,6 +294,11 @@ def real_parameters(qualified: str, obj: object, forwarded: bool = False) -> lis
         named = {p.name for p in params}
         extra = [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(target).parameters.values() if p.name not in named]
         params = [p for p in params if p.kind is not p.VAR_KEYWORD] + extra
+    if forwarded and qualified in CLIENT_OPTIONS:
+        named = {p.name for p in params}
+        taken = __import__(CLIENT_OPTIONS[qualified], fromlist=["CLIENT_OPTIONS"]).CLIENT_OPTIONS
+        params = [p for p in params if p.kind is not p.VAR_KEYWORD]
+        params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in taken if name not in named]
     return params
 
 
@@ -284,7 +306,7 @@ def signature_problems(qualified: str, obj: object, items: list[str], signature:
     """What the documented items get wrong about the real signature (a forwarding factory's
     documented options may be its target's)."""
     problems = _problems(real_parameters(qualified, obj), items, signature)
-    if problems and qualified in FORWARDED and not _problems(real_parameters(qualified, obj, forwarded=True), items, signature):
+    if problems and qualified in {*FORWARDED, *CLIENT_OPTIONS} and not _problems(real_parameters(qualified, obj, forwarded=True), items, signature):
         return []
     return problems
 
@@ -368,3 +390,7 @@ def test_the_signature_check_catches_what_drifted() -> None:
     assert any("max_wait" in p for p in signature_problems("accord.Retry", accord.Retry, retry, True))
     assert signature_problems("accord.Budget", accord.Budget, ["max_seconds=1", "max_calls=None", "max_tokens=None"], True)
     assert not signature_problems("accord.Budget", accord.Budget, ["max_seconds=300.0", "max_calls=None", "max_total_tokens=None", "max_cost=None", "max_tokens=None"], True)
+    # a client option the factory takes by name is documented; a misspelt one is not
+    assert not signature_problems("accord.models.openai", accord.models.openai, ['base_url="u"', 'api_key="k"'], False)
+    assert signature_problems("accord.models.openai", accord.models.openai, ['base_url="u"', 'apikey="k"'], False)
+    assert not signature_problems("accord.models.anthropic", accord.models.anthropic, ['model="m"', 'auth_token="t"'], False)

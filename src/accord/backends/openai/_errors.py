@@ -178,8 +178,8 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = []
     for name in ("httpx", "httpx2"):
         module = sys.modules.get(name)
-        if module is not None:
-            found += [module.TransportError, module.StreamError, module.DecodingError]
+        if module is not None:  # (a module another thread is still importing lacks its names: skipped)
+            found += [c for c in (getattr(module, n, None) for n in ("TransportError", "StreamError", "DecodingError")) if isinstance(c, type)]
     return tuple(found)
 
 

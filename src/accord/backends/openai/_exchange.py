@@ -156,6 +156,9 @@ class Exchanges(Backend):
                 return "rejected", Usage()
             self.capabilities.release_probe(key)  # probe again on a later call
             raise  # the server failed: this ballot's call fails the same way, without a second try
+        except BaseException:
+            self.capabilities.release_probe(key)  # any other failure too: a claim never given back would end probing
+            raise
         try:
             parsed, answer = api.parse(response), api.answer(response)
         except Exception as exc:  # noqa: BLE001 - any unusable answer: mapped here

@@ -78,9 +78,8 @@ def capped(timeout: Any, left: float) -> Any:
         return min(float(timeout), left)
     parts = ("connect", "read", "write", "pool")
     if timeout is not None and all(hasattr(timeout, p) for p in parts):
-        import httpx
-
-        return httpx.Timeout(**{p: left if getattr(timeout, p) is None else min(getattr(timeout, p), left) for p in parts})
+        # the client's own Timeout class (httpx or httpx2): no import here, where ballot threads would race on it
+        return type(timeout)(**{p: left if getattr(timeout, p) is None else min(getattr(timeout, p), left) for p in parts})
     return left
 
 
