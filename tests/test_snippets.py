@@ -18,9 +18,12 @@ How a page is run:
   (determinism.md's reference deployment), the ``transformers serve`` of the embedded model
   (``openai_server``); on the provider pages (docs/providers/), whose snippets show what a real
   engine does with the schema, logprobs and the Messages and Responses APIs, the session's vLLM
-  (``vllm_server``: the page's provider address is in a comment, the local address in the code);
+  (``vllm_server``; a page shows its provider's own address in a comment or a "not run" block);
   elsewhere the scripted upstream itself. ``http://127.0.0.1:8000`` (the same
-  server's root, an Anthropic client's base URL) stands for that server's root. Each page runs in its own empty
+  server's root, an Anthropic client's base URL) stands for that server's root. A page that shows a
+  server and ``accord serve`` in front of it (tutorial.md) names a second address,
+  ``http://127.0.0.1:8001/v1``, for the proxy (``PROXIES``: ``docs_proxy``, which stands in front
+  of the scripted upstream, so the page's first address is that upstream). Each page runs in its own empty
   folder, with its own user data folder (``accord.Ledger()``'s default file).
 - A page is named by its path under docs/ (``providers/ollama.md``); README.md by its own name.
 - Markers, an HTML comment on the line before the fence:
@@ -61,6 +64,9 @@ SERVERS = {
 }
 PAGE_URL = "http://127.0.0.1:8000/v1"
 PAGE_ROOT = PAGE_URL.removesuffix("/v1")  # the same server's root: an Anthropic client's base URL
+# What http://127.0.0.1:8001/v1 stands for on a page that shows a proxy in front of its server.
+PROXIES = {"tutorial.md": "docs_proxy"}
+PROXY_URL = "http://127.0.0.1:8001/v1"
 CLIENT_KEY = "client-key-1234"
 MAX_NOT_RUN = 3
 _FENCE = re.compile(r"^```(\w*)")
@@ -190,6 +196,9 @@ def page_run(page: str, request: pytest.FixtureRequest, tmp_path_factory: pytest
     if PAGE_ROOT in text and PAGE_URL not in run.urls:  # the /v1 URL replaced first, then the root
         run.urls[PAGE_URL] = server_url(page, request)
         run.urls[PAGE_ROOT] = run.urls[PAGE_URL].removesuffix("/v1")
+    if PROXY_URL in text and PROXY_URL not in run.urls:
+        assert page in PROXIES, f"{page} uses {PROXY_URL}: name the proxy it stands for in PROXIES"
+        run.urls[PROXY_URL] = request.getfixturevalue(PROXIES[page])
     if "models.local(" in text and run.local is None:
         run.local = request.getfixturevalue("local_model")  # before models.local is patched: the fixture calls it
     return run
@@ -234,7 +243,8 @@ def _marks(page: str) -> list[pytest.MarkDecorator]:
     ``vllm`` for a page whose address stands for the session's vLLM."""
     text = "\n".join(b.source for b in ALL if b.page == page and not b.marker)
     server = pytest.mark.vllm if SERVERS.get(page) == "vllm_server" else pytest.mark.server
-    return [mark for mark, needs in ((pytest.mark.model, "models.local("), (server, PAGE_ROOT)) if needs in text]
+    wants = ((pytest.mark.model, ("models.local(",)), (server, (PAGE_ROOT, PROXY_URL)))
+    return [mark for mark, needs in wants if any(need in text for need in needs)]
 
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=f"{b.page}:{b.line}", marks=_marks(b.page)) for b in ALL])

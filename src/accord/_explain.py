@@ -35,7 +35,8 @@ STOPS: dict[str, str] = {
 
 GATES: dict[str, str] = {
     "certified": "the first ballot's decisive tokens were all clear of the noise floor: accepted after one call",
-    "voted": "a decisive token was near a tie, so the vote went on; the winning ballots were clear of the floor",
+    "voted": "a decisive token was near a tie, so the vote decided, with the ballots run or predicted; "
+             "the winning ballots were clear of the floor",
     "fragile": "every ballot for the answer had a decisive token below the noise floor: noise could flip it elsewhere",
     "reference": "a reference deployment settled the near-tie",
     "stood aside": "no margins or no noise floor for this backend: the vote alone decided",
@@ -73,40 +74,53 @@ def verdict(result: Result[Any]) -> str:
 
 def explain(result: Result[Any]) -> str:
     """Several lines in plain words (see the module docstring)."""
-    lines = [verdict(result)]
+    lines = [verdict(result), *_decided(result), _ballots(result)]
+    lines.append(f"  stopped:  {result.stopped_because.value}: {stop_words(result.stopped_because.value)}")
+    gate = gate_words(result.gate)
+    if gate is not None:
+        lines.append(f"  gate:     {gate}")
+    lines.append(_usage(result))
+    if result.error is not None:
+        lines.append(f"  error:    {type(result.error).__name__}: {_short(str(result.error))}")
+    return "\n".join(lines)
+
+
+def _decided(result: Result[Any]) -> list[str]:
+    """The value, the fields voted (and how many ballots agreed) and the prose carried."""
+    lines = []
     if result.data is not None or result.value is not None:
         lines.append(f"  value:    {_short(result.data if result.data is not None else result.value)}")
     valid = sum(1 for b in result.ballots if b.status == "valid")
     winners = result.votes.get(result.key, 0) if result.key is not None else 0
     if result.voted and valid:
-        lines.append(f"  voted:    {', '.join(result.voted)} ({winners} of {valid} valid ballots agreed on them)")
-    if result.carried:
+        fields = ", ".join("the answer" if path == "$" else path for path in result.voted)
+        lines.append(f"  voted:    {fields} ({winners} of {valid} valid ballots agreed on them)")
+    if result.carried and result.value is not None:
         versions = ", ".join(f"{path} ({n} version{'s' if n != 1 else ''})" for path, n in result.carried.items())
         lines.append(f"  carried:  {versions}: prose, not voted; the value keeps the first winning ballot's")
-    predicted = result.meta.get("predicted")
-    invalid = sum(1 for b in result.ballots if b.status == "invalid")
+    return lines
+
+
+def _ballots(result: Result[Any]) -> str:
+    """Ballots run (of k, with the quorum), predicted, valid, invalid and retried."""
+    statuses = [b.status for b in result.ballots]
     retried = sum(1 for b in result.ballots if b.attempt > 1)
-    k, quorum = result.meta.get("k"), result.meta.get("quorum")
-    ballots = f"  ballots:  {len(result.ballots)} run"
+    k, quorum, predicted = result.meta.get("k"), result.meta.get("quorum"), result.meta.get("predicted")
+    line = f"  ballots:  {len(result.ballots)} run"
     if k is not None:
-        ballots += f" of up to k={k}" + (f" (quorum {quorum})" if quorum is not None else "")
+        line += f" of up to k={k}" + (f" (quorum {quorum})" if quorum is not None else "")
     if isinstance(predicted, dict) and predicted:
-        ballots += f", {sum(int(n) for n in predicted.values())} predicted, not run"
-    ballots += f"; {valid} valid, {invalid} invalid, {retried} retries"
-    lines.append(ballots)
-    lines.append(f"  stopped:  {result.stopped_because.value}: {stop_words(result.stopped_because.value)}")
-    gate = gate_words(result.gate)
-    if gate is not None:
-        lines.append(f"  gate:     {gate}")
+        line += f", {sum(int(n) for n in predicted.values())} predicted, not run"
+    return line + f"; {statuses.count('valid')} valid, {statuses.count('invalid')} invalid, {retried} retries"
+
+
+def _usage(result: Result[Any]) -> str:
     usage = result.usage
     tokens = "tokens not reported" if usage.total_tokens is None else f"{usage.prompt_tokens or 0} in, {usage.completion_tokens or 0} out"
     if usage.cached_tokens:
         tokens += f" ({usage.cached_tokens} in from the provider's cache)"
     cost = "" if usage.cost is None else f", cost {usage.cost:.6g}"
-    lines.append(f"  usage:    {usage.calls} call{'s' if usage.calls != 1 else ''}, {tokens}, {usage.seconds:.2f} s{cost}")
-    if result.error is not None:
-        lines.append(f"  error:    {type(result.error).__name__}: {_short(str(result.error))}")
-    return "\n".join(lines)
+    return f"  usage:    {usage.calls} call{'s' if usage.calls != 1 else ''}, {tokens}, {usage.seconds:.2f} s{cost}"
 
 
 def _short(value: Any, limit: int = 200) -> str:
