@@ -163,3 +163,29 @@ def test_step_recorder_keeps_only_our_rows_steps_up_to_its_end() -> None:
     assert new == [1, 2] and recorder.margins == (1.0, 3.0) and len(recorder.logprobs) == 2
     assert recorder.score == pytest.approx(sum(recorder.logprobs) / 2)
     assert until_end([1, 1], eos=None) == [1, 1] and token_ids(7) == [7] and token_ids((1, 2)) == [1, 2]
+
+
+def test_a_date_the_reader_could_not_read_is_asked_again_under_an_iso_pattern() -> None:
+    import datetime
+
+    from pydantic import BaseModel
+
+    import accord
+    from accord import Vote, models
+    from accord.backends.local._constrain import spec_of
+
+    class Person(BaseModel):
+        name: str
+        birth_date: datetime.date
+        visits: list[datetime.date]
+
+    model = models.scripted(['{"name": "Maria", "birth_date": "the twelfth", "visits": ["soon"]}',
+                             '{"name": "Maria", "birth_date": "1978-01-12", "visits": []}'])
+    result = accord.Stabilizer(model, Person, vote=Vote(k=1, gate=None)).run("q")
+    assert result.value is not None and result.value.birth_date == datetime.date(1978, 1, 12)
+    first, again = model.requests[0].schema.json_schema, model.requests[1].schema.json_schema
+    assert "pattern" not in first["properties"]["birth_date"]
+    assert again["properties"]["birth_date"]["pattern"] == "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+    assert again["properties"]["visits"]["items"]["pattern"] == "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+    grammar = json.loads(spec_of(model.requests[1].schema, "indent-2").text)["properties"]["birth_date"]
+    assert grammar == {"title": "Birth Date", "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}  # the pattern, not the format

@@ -27,6 +27,7 @@ from .run._decider import Decider, LedgerSide
 from .run._map import many
 from .run._partial import Decided, Partial, Partials, changed
 from .run._policy import Policy
+from .schema._bounds import unbounded_lists
 from .schema._schema import Schema
 from .vote._perturb import Perturb
 from .vote._vote import Vote
@@ -133,14 +134,22 @@ class Stabilizer(Generic[T]):
 
     def describe(self) -> dict[str, Any]:
         """What this stabilizer decides with: the model, the schema with the role of each field
-        (``{path: "decisive" | "prose" | "auto"}``, ``Vote(roles=...)`` applied), and the vote."""
+        (``{path: "decisive" | "prose" | "auto"}``, ``Vote(roles=...)`` applied), and the vote;
+        ``warnings``, where there are any: what in the schema is likely to cost calls (a list of
+        objects with no ``max_length``)."""
         vote = self.policy.vote
-        return {
+        described: dict[str, Any] = {
             "model": self.model.fingerprint,
             "schema": self.schema.name,
             "roles": self.schema.roles(vote.role_overrides).describe(),
             "vote": {"k": vote.k, "quorum": vote.needed, "fieldwise": vote.fieldwise, "gate": vote.gate is not None},
         }
+        lists = unbounded_lists(self.schema)
+        if lists:
+            described["warnings"] = [
+                f"{path}: a list of objects with no bound; a small model may keep adding items until max_tokens. "
+                f"Give it one (Field(max_length=N)); see docs/retry.md, 'Bound your schema'" for path in lists]
+        return described
 
     def run(self, prompt: Prompt, *, refresh: bool = False) -> Result[T]:
         """Decide one prompt. Raises an :class:`~accord.OutputError` (with ``.result``) on failure.

@@ -54,6 +54,12 @@ def _looped(feedback: Feedback) -> str:
     """A loop's block: what was repeated, in which field, and a short value asked for."""
     error = feedback.errors[0] if feedback.errors else {}
     field = ".".join(str(p) for p in error.get("loc", ()))
+    if error.get("type") == "runaway":  # a list whose items kept coming (read/_runaway)
+        return "\n".join([
+            "Your previous answer kept adding items to a list:",
+            f"- {field or 'answer'}: {error.get('msg', 'more items than the input has')}",
+            f"Answer again; in {field or 'the list'}, list each item the input has once, and no others.",
+        ])
     return "\n".join([
         "Your previous answer repeated itself:",
         f"- {field or 'answer'}: {error.get('msg', 'the same text over and over')}",

@@ -65,7 +65,10 @@ class Loop:
     its length in characters; ``repeats``: whole periods back to back at the end; ``start``: the
     offset where the loop begins; ``path``: the JSON path it began in (``"summary"``,
     ``"tags[]"``; ``[]`` stands for an array's items), None outside JSON; ``counting``: the
-    stretches differ only in a number that grows (``"1. "``, ``"2. "``, ...)."""
+    stretches differ only in a number that grows (``"1. "``, ``"2. "``, ...). ``runaway``: not a
+    loop but a list whose items kept coming (:mod:`._runaway`), and why ("alike", "counter",
+    "cut"); then ``stretch`` is the item the retry's bound ends at and ``repeats`` the whole items
+    written."""
 
     stretch: str
     period: int
@@ -73,18 +76,27 @@ class Loop:
     start: int
     path: str | None = None
     counting: bool = False
+    runaway: str | None = None
 
     def describe(self) -> dict[str, Any]:
         """The loop as JSON data (a ballot's ``error["loop"]``)."""
         return {"stretch": self.stretch, "period": self.period, "repeats": self.repeats, "start": self.start,
-                "path": self.path, "counting": self.counting}  # fmt: skip
+                "path": self.path, "counting": self.counting, **({"runaway": self.runaway} if self.runaway else {})}  # fmt: skip
 
     def message(self) -> str:
         """One line for a person: ``the output looped in `summary`: 'I'm disputing ...' repeated 4 times``."""
         where = f" in `{self.path}`" if self.path else ""
+        if self.runaway is not None:
+            items = f"`{self.path[: self.path.rindex('[]')]}`" if self.path and "[]" in self.path else "a list"
+            how = _RUNAWAYS.get(self.runaway, "")
+            return f"the list {items} ran away: {self.repeats} items{how}; list only the items the input has"
         if self.counting:
             return f"the output looped{where}: {shown(self.stretch)} written {self.repeats} times with a growing number"
         return f"the output looped{where}: {shown(self.stretch)} repeated {self.repeats} times"
+
+
+_RUNAWAYS = {"alike": ", each like the last but for a number", "counter": ", each numbered one more than the last",
+             "cut": " and still going when the output was cut off"}
 
 
 def shown(stretch: str, limit: int = 60) -> str:

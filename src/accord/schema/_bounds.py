@@ -30,7 +30,11 @@ from typing import Any
 from ..read._loops import Loop, path_at
 from ._schema import Schema
 
-__all__ = ["bounded"]
+__all__ = ["bounded", "iso_dates", "unbounded_lists"]
+
+#: What a retry's grammar forces on a date or date-time the model wrote unreadably (``iso_dates``).
+ISO = {"date": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+       "date-time": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2})?$"}
 
 _FLOORS = {"maxItems": "minItems", "maxLength": "minLength"}  # a bound under its floor is not set
 _KINDS = {"maxItems": "array", "maxLength": "string"}  # the type each bound is for
@@ -163,3 +167,71 @@ def _scan(text: str) -> Iterator[tuple[int, str, bool]]:
             escaped = not escaped and char == "\\"
         elif char == '"':
             in_string = True
+
+
+def iso_dates(schema: Schema[Any], errors: Any) -> Schema[Any] | None:
+    """``schema`` with an ISO 8601 ``pattern`` on each ``date``/``date-time`` field an error names
+    (a validation error's ``loc``); None when no error is at one.
+
+    A local grammar leaves dates to the model's own spelling, which the reader brings to ISO
+    (``backends/local/_constrain.strict``); a date the reader could not read ("the twelfth") is
+    asked again under a grammar that writes ISO digits, so the retry is valid.
+    """
+    copied: dict[str, Any] = copy.deepcopy(schema.json_schema or {})
+    changed = False
+    for error in errors or ():
+        loc = error.get("loc") if isinstance(error, dict) else None
+        path = ".".join(str(p) if not isinstance(p, int) else "[]" for p in loc or ()).replace(".[]", "[]")
+        node = _resolve(copied, path) if path else None
+        if node is not None and node.get("format") in ISO and "pattern" not in node:
+            node["pattern"] = ISO[node["format"]]
+            changed = True
+    if not changed:
+        return None
+    copied.setdefault("title", schema.name)
+    return Schema(copied)
+
+
+def unbounded_lists(schema: Schema[Any]) -> list[str]:
+    """The paths of the lists of objects with no ``maxItems`` (``line_items``, ``people[].jobs``):
+    a small model may keep adding items to them (``Stabilizer.describe()`` warns; docs/retry.md,
+    "Bound your schema")."""
+    root = schema.json_schema
+    found: list[str] = []
+    if isinstance(root, dict):
+        _walk_lists(root, root, "", found, 0)
+    return found
+
+
+def _walk_lists(root: dict[str, Any], node: dict[str, Any], path: str, found: list[str], depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        return
+    node = _target(root, node)
+    for key in ("anyOf", "oneOf", "allOf"):
+        for branch in node.get(key) or ():
+            if isinstance(branch, dict):
+                _walk_lists(root, branch, path, found, depth + 1)
+    for name, child in (node.get("properties") or {}).items():
+        if isinstance(child, dict):
+            _walk_lists(root, child, f"{path}.{name}" if path else name, found, depth + 1)
+    items = node.get("items")
+    if node.get("type") == "array" and isinstance(items, dict):
+        item = _target(root, items)
+        if "maxItems" not in node and (item.get("type") == "object" or "properties" in item) and path not in found:
+            found.append(path or "(the root)")
+        _walk_lists(root, item, f"{path}[]", found, depth + 1)
+
+
+def _target(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """What a ``$ref`` names (one hop at a time, bounded), else the node."""
+    for _ in range(_MAX_DEPTH):
+        ref = node.get("$ref")
+        if not (isinstance(ref, str) and ref.startswith("#/")):
+            return node
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            return node
+        node = target
+    return node

@@ -27,6 +27,9 @@ the string it is in, not the call.
   :data:`PENDING` tokens, else the call ends as below), dropping the repeats: a set is the same
   set with one copy of each item.
   Any other list that loops (line items, names) is a decision.
+- A list whose items keep coming, each new (``"1. Bill to"``, ``"2. Invoice no."``, ...: no
+  loop is seen), ends the call as a loop does, once :func:`accord.read._runaway.find_runaway`
+  says it ran away (``Loop.runaway``); the retry bounds the list.
 - Any other loop ends every row: the call ends with ``finish_reason="loop"`` (``LOOP``) and the
   loop found (``.loop``). A greedy decoder in a loop repeats it to any length, so the steps after
   it are time spent for nothing; the run retries with feedback (``run/_absorb``).
@@ -40,6 +43,7 @@ from typing import Any
 
 from ...read._close import kept_until
 from ...read._loops import LOOP, Loop, find_loop, path_at
+from ...read._runaway import find_runaway
 from ._steps import pieces_of, token_ids
 
 __all__ = ["LOOP", "CloseString", "Closed", "Closing", "LoopStop", "trimmed"]
@@ -100,6 +104,9 @@ class LoopStop:
         if text.endswith(_PARTIAL):
             return done  # a character cut in the middle: judged with its next token
         loop = self.pending[0] if self.pending is not None else find_loop(text, early=True) or self.repeated_labels(text)
+        if loop is None and (runaway := find_runaway(text, early=True)) is not None:
+            self.loop, self.steps = runaway, len(tokens)  # a list whose items keep coming: the call ends
+            return done | True
         if loop is None:
             if self.too_long(text, len(tokens)) and self.opened is not None:
                 self.closing, self.left = (None, len(tokens), self.opened[0], '"'), '"'

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...read._loops import LOOP, Loop, find_loop
+from ...read._runaway import find_runaway
 
 STREAM_OPTIONS = {"include_usage": True}
 CHECK_EVERY = 16  # characters of new text between two loop checks
@@ -64,10 +65,10 @@ class Chunks:
         return ""
 
     def looped(self) -> bool:
-        """Does the text so far end in a loop? Then the answer ends here (``finish_reason="loop"``)."""
+        """Does the text so far end in a loop, or in a list that ran away? Then the answer ends here (``finish_reason="loop"``)."""
         if self.loop is None and self.finish is None and len(self.text) - self._judged >= CHECK_EVERY:
             self._judged = len(self.text)
-            self.loop = find_loop(self.text, early=True)
+            self.loop = find_loop(self.text, early=True) or find_runaway(self.text, early=True)  # a list that runs away, too
             if self.loop is not None:
                 self.finish = LOOP
         return self.loop is not None
