@@ -343,19 +343,6 @@ def test_the_identity_names_the_model_and_the_base_url() -> None:
 
 
 @pytest.mark.vllm
-def test_the_docs_page_runs_against_a_messages_server(vllm_server: Any) -> None:
-    """docs/providers/claude.md: its runnable block, run as tests/test_snippets.py runs a page's
-    blocks (its address standing for the session's vLLM), prints what the page says."""
-    import snippets
-    from test_snippets import ROOT, blocks, run_block
-
-    namespace = {"__name__": "snippets_claude", **{name: getattr(snippets, name) for name in snippets.__all__}}
-    runnable = [block for block in blocks(ROOT / "docs" / "providers" / "claude.md") if not block.marker]
-    assert len(runnable) == 1
-    for block in runnable:
-        run_block(block.source.replace("http://127.0.0.1:8000/v1", vllm_server.url), namespace, f"claude.md:{block.line}")
-
-
 def test_it_says_it_has_no_margins() -> None:
     model = models.anthropic(model="claude-sonnet-4-5", api_key=KEY)
     said = model.describe()

@@ -43,21 +43,21 @@ def test_an_answer_no_valid_ballot_contests_is_returned_unstable_and_strict_rais
     assert not result.stable and result.stopped_because == "uncontested" and result.votes == {result.key: 1}
     assert [b.status for b in result.ballots] == ["valid", "invalid", "invalid"]
     with pytest.raises(accord.NoConsensus) as info:
-        Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=3), retry=accord.Retry(attempts=1),
-                   on_no_consensus="strict").run("q")
+        Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=3, on_no_consensus="strict"),
+                   retry=accord.Retry(attempts=1)).run("q")
     assert info.value.result.stopped_because == "no quorum" and info.value.result.value is None
     # A valid ballot that disagrees is dissent: no quorum raises, as before.
     split = [GOOD, '{"stars": 1, "sentiment": "negative"}', "no idea"]
     with pytest.raises(accord.NoConsensus):
         Stabilizer(models.scripted(split), schema=Review, vote=Vote(k=3), retry=accord.Retry(attempts=1)).run("q")
     with pytest.raises(accord.ConfigError, match='"strict"'):
-        Stabilizer(models.scripted(texts), schema=Review, on_no_consensus="quorum")
+        Stabilizer(models.scripted(texts), schema=Review, vote=Vote(on_no_consensus="quorum"))
 
 
 def test_plurality_on_request() -> None:
     texts = ['{"stars": 1, "sentiment": "negative"}', '{"stars": 1, "sentiment": "negative"}',
              '{"stars": 3, "sentiment": "neutral"}', '{"stars": 4, "sentiment": "positive"}', '{"stars": 5, "sentiment": "positive"}']
-    result = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5), on_no_consensus="plurality").run("q")
+    result = Stabilizer(models.scripted(texts), schema=Review, vote=Vote(k=5, on_no_consensus="plurality")).run("q")
     assert result.value is not None and result.value.stars == 1 and not result.stable and result.error is None
 
 
@@ -122,5 +122,5 @@ def test_result_to_json_round_trips_through_json() -> None:
 
 def test_on_ballot_hook_sees_every_call() -> None:
     seen: list[accord.Ballot] = []
-    result = Stabilizer(models.scripted(["x", GOOD, GOOD, GOOD]), schema=Review, on_ballot=seen.append).run("q")
+    result = Stabilizer(models.scripted(["x", GOOD, GOOD, GOOD]), schema=Review, hooks=accord.Hooks(after_ballot=seen.append)).run("q")
     assert len(seen) == result.calls

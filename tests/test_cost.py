@@ -151,8 +151,8 @@ def test_the_servers_hidden_probe_is_counted_in_the_ballot_that_made_it(openai_s
         value: int
 
     model = models.openai(base_url=openai_server, capabilities=Capabilities(), max_tokens=16)
-    stab = Stabilizer(model, schema=Answer, vote=Vote(k=1, gate=None), prices=Prices({"*": (1.0, 1.0)}), retry=Retry(attempts=1),
-                      on_no_consensus="plurality")
+    stab = Stabilizer(model, schema=Answer, vote=Vote(k=1, gate=None, on_no_consensus="plurality"), prices=Prices({"*": (1.0, 1.0)}),
+                      retry=Retry(attempts=1))
     prompt = 'What is 2 + 2? Answer as JSON {"value": N}.'
     first = stab.map([prompt])[0]  # the first call probes response_format (map: a failed run is a Result too)
     again = stab.map([prompt])[0]  # the server is known now: no probe

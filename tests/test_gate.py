@@ -58,8 +58,8 @@ def test_a_fragile_first_ballot_is_decided_on_the_reference_and_each_ballot_says
     assert clear.stopped_because == "gate" and clear.calls == 1 and clear.ballots[0].meta["deployment"] == "serving"
     budget = _Margined([Completion(GOOD, margins=(0.1,))] * 5)
     budget.reference = accord.models.scripted([OTHER])
-    spent = Stabilizer(budget, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0)),
-                       budget=accord.Budget(max_calls=1), on_no_consensus="plurality").run("q")
+    spent = Stabilizer(budget, schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0), on_no_consensus="plurality"),
+                       budget=accord.Budget(max_calls=1)).run("q")
     assert spent.calls == 1 and spent.stopped_because == "budget"  # no call left for the reference: as without one
 
 

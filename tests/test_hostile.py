@@ -207,7 +207,8 @@ def run_case(case: Case) -> Observed:
     seen: list[accord.Ballot] = []
     stab = Stabilizer(
         model.function(), case.schema, vote=Vote(k=case.k), retry=Retry(attempts=case.attempts),
-        budget=Budget(max_seconds=case.budget), schema_in_prompt=False, on_ballot=seen.append, extract=case.extract,
+        budget=Budget(max_seconds=case.budget), prompting=accord.Prompting(schema_in_prompt=False),
+        hooks=accord.Hooks(after_ballot=seen.append), extract=case.extract,
     )
     start = time.monotonic()
     result: accord.Result[Any] | None
@@ -312,6 +313,16 @@ class NotDefinedDataclass:
     parts: list[AlsoUndefined]  # type: ignore[name-defined]  # noqa: F821 - likewise
 
 
+class WithComplex(BaseModel):
+    name: str
+    impedance: complex
+
+
+@dataclass
+class HoldsPlain:
+    opaque: Opaque
+
+
 class RaisingHook(BaseModel):
     x: int
 
@@ -344,8 +355,14 @@ SCHEMA_CASES = [
     SchemaCase("unresolved ForwardRef", lambda: typing.ForwardRef("Nowhere"), "1", accord.UnsupportedSchema, names="'Nowhere'"),
     SchemaCase("list of an unresolved name", lambda: list["Nowhere"], "[]", accord.UnsupportedSchema,  # type: ignore[name-defined]  # noqa: F821
                names="'Nowhere'"),
-    SchemaCase("arbitrary class", lambda: Opaque, "1", accord.UnsupportedSchema, names="Opaque"),
+    SchemaCase("arbitrary class", lambda: Opaque, "1", accord.UnsupportedSchema, names="schema=Opaque is a plain class"),
     SchemaCase("dict of arbitrary class", lambda: dict[str, Opaque], "{}", accord.UnsupportedSchema, names="Opaque"),
+    SchemaCase("complex (issue #45)", lambda: complex, "1+2j", accord.UnsupportedSchema, names="schema=complex: a complex number has no JSON form"),
+    SchemaCase("complex field", lambda: WithComplex, '{"name": "a", "impedance": "1+2j"}', accord.UnsupportedSchema,
+               names="schema=WithComplex at the field WithComplex.impedance: a complex number"),
+    SchemaCase("list[complex]", lambda: list[complex], "[]", accord.UnsupportedSchema, names="two float fields"),
+    SchemaCase("plain class in a dataclass", lambda: HoldsPlain, "{}", accord.UnsupportedSchema,
+               names="at the field HoldsPlain.opaque: Opaque is a plain class"),
     SchemaCase("SkipJsonSchema", lambda: Annotated[int, SkipJsonSchema()], "1", accord.UnsupportedSchema, names="PydanticOmit"),
     SchemaCase("a JSON Schema hook that raises", lambda: RaisingHook, '{"x": 1}', accord.UnsupportedSchema,
                names="no JSON Schema for this one"),
@@ -397,6 +414,29 @@ def test_hostile_schema(case: SchemaCase) -> None:
         case.check(result)
 
 
+def test_a_plain_class_as_schema_is_one_sentence_that_names_the_fix() -> None:
+    """Not pydantic's two paragraphs on its hooks: one sentence, pydantic's error kept as the cause."""
+
+    class Invoice:
+        def __init__(self, total: float) -> None:
+            self.total = total
+
+    with pytest.raises(accord.UnsupportedSchema) as info:
+        Stabilizer(accord.models.scripted(['{"total": 1}']), Invoice)
+    assert str(info.value) == ("schema=Invoice is a plain class, which pydantic cannot validate: make it a pydantic BaseModel "
+                               "(class Invoice(BaseModel)), a dataclass or a TypedDict, with annotated fields")
+    assert type(info.value.__cause__).__name__ == "PydanticSchemaGenerationError"
+    with pytest.raises(accord.UnsupportedSchema, match=r"^schema=slice is a Python type with no JSON form: use a type that has one"):
+        Stabilizer(accord.models.scripted(["1"]), slice)
+
+
+def test_complex_is_refused_when_the_schema_is_made_naming_what_is_accepted() -> None:
+    with pytest.raises(accord.UnsupportedSchema) as info:
+        Stabilizer(accord.models.scripted(["1+2j"]), complex)
+    assert "accord takes types with a JSON form (str, int, float, bool, lists, dicts, pydantic models" in str(info.value)
+    assert "a JSON Schema dict, accord.Regex or accord.Grammar" in str(info.value) and info.value.result is None
+
+
 # -- bad configuration -------------------------------------------------------------------------------
 
 
@@ -424,21 +464,20 @@ CONFIG_CASES: list[tuple[str, Callable[[], Any], type[BaseException]]] = [
     ("Budget(max_calls=2.5)", lambda: Budget(max_calls=2.5), accord.ConfigError),  # type: ignore[arg-type]
     ("Budget(max_seconds=-1)", lambda: Budget(max_seconds=-1), accord.ConfigError),
     ("Budget(max_seconds=inf)", lambda: Budget(max_seconds=float("inf")), accord.ConfigError),
-    ("Budget(max_tokens=True)", lambda: Budget(max_tokens=True), accord.ConfigError),
+    ("Budget(max_total_tokens=True)", lambda: Budget(max_total_tokens=True), accord.ConfigError),
     ("Settings(temperature=-1)", lambda: accord.Settings(temperature=-1), accord.ConfigError),
     ("Settings(top_p=0)", lambda: accord.Settings(top_p=0), accord.ConfigError),
     ("Settings(top_k=0)", lambda: accord.Settings(top_k=0), accord.ConfigError),
     ("Settings(stop=[''])", lambda: accord.Settings(stop=("",)), accord.ConfigError),
-    ("Stabilizer(temperature=-1)", _stab(temperature=-1), accord.ConfigError),
-    ("Stabilizer(temperature=nan)", _stab(temperature=float("nan")), accord.ConfigError),
-    ("Stabilizer(seed='abc')", _stab(seed="abc"), accord.ConfigError),
-    ("Stabilizer(max_tokens=0)", _stab(max_tokens=0), accord.ConfigError),
-    ("Stabilizer(stop=5)", _stab(stop=5), accord.ConfigError),
-    ("Stabilizer(normalize=str.casefold)", _stab(normalize=str.casefold), accord.ConfigError),
-    ("Stabilizer(on_ballot=3)", _stab(on_ballot=3), accord.ConfigError),
-    ("Stabilizer(perturb='x')", _stab(perturb="x"), accord.ConfigError),
-    ("Stabilizer(schema_in_prompt='no')", _stab(schema_in_prompt="no"), accord.ConfigError),
-    ("Stabilizer(on_no_consensus='x')", _stab(on_no_consensus="x"), accord.ConfigError),
+    ("Settings(temperature=nan)", lambda: accord.Settings(temperature=float("nan")), accord.ConfigError),
+    ("Settings(seed='abc')", lambda: accord.Settings(seed="abc"), accord.ConfigError),  # type: ignore[arg-type]
+    ("Settings(max_tokens=0)", lambda: accord.Settings(max_tokens=0), accord.ConfigError),
+    ("Settings(stop=5)", lambda: accord.Settings(stop=5), accord.ConfigError),  # type: ignore[arg-type]
+    ("Extract(normalize=str.casefold)", lambda: Extract(normalize=str.casefold), accord.ConfigError),  # type: ignore[arg-type]
+    ("Hooks(after_ballot=3)", lambda: accord.Hooks(after_ballot=3), accord.ConfigError),  # type: ignore[arg-type]
+    ("Vote(perturb='x')", lambda: Vote(perturb="x"), accord.ConfigError),  # type: ignore[arg-type]
+    ("Prompting(schema_in_prompt='no')", lambda: accord.Prompting(schema_in_prompt="no"), accord.ConfigError),  # type: ignore[arg-type]
+    ("Vote(on_no_consensus='x')", lambda: Vote(on_no_consensus="x"), accord.ConfigError),
     ("Stabilizer(vote=5)", _stab(vote=5), accord.ConfigError),
     ("Stabilizer(extract=Extract(max_seconds=0))", lambda: Extract(max_seconds=0), accord.ConfigError),
     ("schema={'$ref': '#/nope'}", lambda: Stabilizer(lambda p: "{}", {"$ref": "#/nope"}), accord.UnsupportedSchema),
@@ -491,7 +530,7 @@ def test_stop_END_is_one_stop_string() -> None:
         seen.append(request.settings.stop)
         return "1"
 
-    Stabilizer(fn, int, vote=Vote(k=1), stop="END").run("q")
+    Stabilizer(fn, int, vote=Vote(k=1), settings=accord.Settings(stop="END")).run("q")
     assert seen == [("END",)] and accord.Settings(stop=["a", "b"]).stop == ("a", "b")  # type: ignore[arg-type]  # a list is taken too
     assert accord.Settings(stop=[]).stop is None  # type: ignore[arg-type]  # an empty list is no stop
 
@@ -502,7 +541,7 @@ def test_stop_END_is_one_stop_string() -> None:
 def test_map_with_hung_calls_counts_only_calls_that_reached_the_model() -> None:
     """Three prompts, k=3 (quorum 2 at once), concurrency=2, every call hangs, 1 s each."""
     model = Model(text(HANG))
-    stab = Stabilizer(model.function(), int, vote=Vote(k=3), budget=Budget(max_seconds=1.0), schema_in_prompt=False)
+    stab = Stabilizer(model.function(), int, vote=Vote(k=3), budget=Budget(max_seconds=1.0), prompting=accord.Prompting(schema_in_prompt=False))
     start = time.monotonic()
     results = stab.map(["a", "b", "c"], concurrency=2, progress=False)
     seconds = time.monotonic() - start
@@ -527,7 +566,7 @@ def test_map_calls_that_never_reached_the_model_are_no_ballots() -> None:
         gate.wait(60)
         return "1"
 
-    stab = Stabilizer(fn, int, vote=Vote(k=3), budget=Budget(max_seconds=0.5), schema_in_prompt=False)
+    stab = Stabilizer(fn, int, vote=Vote(k=3), budget=Budget(max_seconds=0.5), prompting=accord.Prompting(schema_in_prompt=False))
 
     async def both() -> list[accord.Result[Any]]:
         return await stab.amap(["a", "b"], concurrency=2, progress=False)
@@ -552,7 +591,7 @@ def test_map_one_bad_prompt_never_loses_the_others() -> None:
             return "9" * 5000
         return "7"
 
-    stab = Stabilizer(fn, int, vote=Vote(k=3), retry=Retry(attempts=1), schema_in_prompt=False)
+    stab = Stabilizer(fn, int, vote=Vote(k=3), retry=Retry(attempts=1), prompting=accord.Prompting(schema_in_prompt=False))
     prompts = ["ok 1", "cancel", "ok 2", "bytes", "nan", "surrogate", "huge", "ok 3"]
     results = stab.map(prompts, concurrency=3, progress=False)
     assert [r.value for r in results] == [7, None, 7, None, None, None, None, 7]
@@ -621,7 +660,7 @@ def test_keyboard_interrupt_leaves_the_run_interrupted_in_the_ledger(tmp_path: P
 
     ledger = accord.Ledger(tmp_path / "ledger.sqlite3")
     model = accord.models.function(fn, name="interrupted")  # fn holds a lock: no identity of its own
-    stab = Stabilizer(model, Review, vote=Vote(k=3, quorum=3), schema_in_prompt=False, ledger=ledger)
+    stab = Stabilizer(model, Review, vote=Vote(k=3, quorum=3), prompting=accord.Prompting(schema_in_prompt=False), ledger=ledger)
     with pytest.raises(KeyboardInterrupt):
         stab.run("q")
     runs = ledger.runs()

@@ -167,7 +167,7 @@ def test_no_consensus_is_stored_not_replayed_and_plurality_is_not_replayed_eithe
     s = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2))
     with pytest.raises(accord.NoConsensus):
         s.run("q")
-    plural = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2), on_no_consensus="plurality")
+    plural = stab(model, ledger=ledger, vote=Vote(k=2, quorum=2, on_no_consensus="plurality"))
     assert ledger.key(plural, "q") == ledger.key(s, "q"), "on_no_consensus is not part of the key"
     first = plural.run("q")
     assert first.error is None and not first.stable
@@ -491,14 +491,15 @@ def _other_normalizer(text: str) -> str:
         {"vote": Vote(k=5, quorum=4)},
         {"vote": Vote(k=5, early_stop=False)},
         {"retry": Retry(attempts=5)},
-        {"normalize": [accord.casefold]},
-        {"normalize": [_other_normalizer]},
-        {"temperature": 0.7},
-        {"max_tokens": 64},
-        {"seed": 7},
-        {"schema_in_prompt": False},
+        {"extract": accord.Extract(normalize=[accord.casefold])},
+        {"extract": accord.Extract(normalize=[_other_normalizer])},
+        {"settings": accord.Settings(temperature=0.7)},
+        {"settings": accord.Settings(max_tokens=64)},
+        {"settings": accord.Settings(seed=7)},
+        {"prompting": accord.Prompting(schema_in_prompt=False)},
     ],
-    ids=",".join,
+    ids=["schema", "fingerprint", "vote-k", "vote-quorum", "vote-early_stop", "retry", "normalize-casefold", "normalize-other",
+         "temperature", "max_tokens", "seed", "schema_in_prompt"],
 )
 def test_a_changed_schema_model_or_policy_misses(ledger: Ledger, change: dict[str, Any]) -> None:
     model = Counter()
@@ -514,7 +515,7 @@ def test_what_cannot_change_the_answer_is_not_in_the_key(ledger: Ledger) -> None
     stab(first, ledger=ledger).run("q")
     other_function = Counter()  # another function, same logical fingerprint: the same model elsewhere
     same = stab(other_function, ledger=ledger, budget=accord.Budget(max_calls=50),
-                retry=Retry(transport_attempts=9), on_ballot=lambda b: None)
+                retry=Retry(transport_attempts=9), hooks=accord.Hooks(after_ballot=lambda b: None))
     assert same.run("q").replayed and other_function.calls == []
 
 
@@ -571,7 +572,7 @@ def test_a_stored_answer_that_no_longer_validates_is_not_replayed(ledger: Ledger
 
 
 def test_stabilize_arguments_are_part_of_the_key(ledger: Ledger) -> None:
-    @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, schema_in_prompt=False)
+    @accord.stabilize(schema=str, vote=accord.Vote(k=1), ledger=ledger, prompting=accord.Prompting(schema_in_prompt=False))
     def ask(prompt: str, style: str = "plain") -> str:
         return f"{style}:{prompt}"
 

@@ -46,7 +46,7 @@ def test_an_accepted_run_encodes_to_json_columns_and_ballots() -> None:
 
 def test_unstable_and_failed_runs_encode_their_outcome() -> None:
     plural = decided(Literal["positive", "negative"], "positive", "negative",
-                     vote=Vote(k=2, quorum=2), on_no_consensus="plurality")
+                     vote=Vote(k=2, quorum=2, on_no_consensus="plurality"))
     run = encode(plural, Schema.of(Literal["positive", "negative"]))
     assert run.outcome == "unstable" and run.value == '"negative"' and run.error is None
     with pytest.raises(accord.InvalidOutput) as raised:

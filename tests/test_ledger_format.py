@@ -57,18 +57,18 @@ def stabilizers(ledger: Ledger | None = None, **says: Says) -> dict[str, Stabili
           "split": Says("positive", "negative"), "tuned": Says("Positive."), **says}
 
     def model(name: str, fingerprint: str = "pinned-model") -> Any:
-        return models.function(fn[name], fingerprint=fingerprint)
+        return models.function(fn[name], name=fingerprint)
 
     sentiment = Literal["positive", "negative"]
     return {
         "review": Stabilizer(model("review"), Review, ledger=ledger),
         "sentiment": Stabilizer(model("sentiment"), sentiment, ledger=ledger),
         "count": Stabilizer(model("count"), int, ledger=ledger, vote=Vote(k=1, gate=None), retry=Retry(attempts=2)),
-        "split": Stabilizer(model("split"), sentiment, ledger=ledger, vote=Vote(k=2, quorum=2, gate=None),
-                            on_no_consensus="plurality"),
+        "split": Stabilizer(model("split"), sentiment, ledger=ledger, vote=Vote(k=2, quorum=2, gate=None, on_no_consensus="plurality")),
         "tuned": Stabilizer(model("tuned", "other-model"), sentiment, ledger=ledger,
                             vote=Vote(k=3, quorum=2, early_stop=False, gate=None), retry=Retry(attempts=4, grow_max_tokens=1.5),
-                            normalize=[accord.casefold], temperature=0.7, max_tokens=16, seed=7),
+                            extract=accord.Extract(normalize=[accord.casefold]),
+                            settings=accord.Settings(temperature=0.7, max_tokens=16, seed=7)),
     }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import accord
-from accord import ConfigError, Ledger, Prices, Stabilizer, Vote, models
+from accord import ConfigError, Extract, Ledger, Prices, Stabilizer, Vote, models
 from accord._types import Completion, Usage
 
 
@@ -139,8 +139,8 @@ def test_a_backend_subclass_that_names_nothing_is_refused(tmp_path: Path) -> Non
 
 def test_a_lambda_as_normalizer_goes_by_its_code(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.sqlite3") as ledger:
-        upper = Stabilizer(lambda p: "a", schema=str, vote=Vote(k=1), ledger=ledger, normalize=[lambda s: s.upper()])
-        lower = Stabilizer(lambda p: "a", schema=str, vote=Vote(k=1), ledger=ledger, normalize=[lambda s: s.lower()])
+        upper = Stabilizer(lambda p: "a", schema=str, vote=Vote(k=1), ledger=ledger, extract=Extract(normalize=[lambda s: s.upper()]))
+        lower = Stabilizer(lambda p: "a", schema=str, vote=Vote(k=1), ledger=ledger, extract=Extract(normalize=[lambda s: s.lower()]))
         assert upper.run("q").value == "A" and lower.run("q").value == "a"
 
 
@@ -155,8 +155,9 @@ def test_the_name_goes_into_prices_spans_and_the_ledger(tmp_path: Path) -> None:
         result = stab.run("q")
         assert result.usage.cost == 2.0 and result.fingerprint == "gpt-4o-mini"
         assert ledger.show(result.ledger_key)["material"]["model"] == "gpt-4o-mini"
-    assert models.function(priced, fingerprint="old-spelling").fingerprint == "old-spelling"
-    with pytest.raises(ConfigError):
+    with pytest.warns(DeprecationWarning, match=r"models\.function\(fingerprint=\.\.\.\) is deprecated"):  # the old spelling still works
+        assert models.function(priced, fingerprint="old-spelling").fingerprint == "old-spelling"
+    with pytest.warns(DeprecationWarning), pytest.raises(ConfigError):
         models.function(priced, name="a", fingerprint="b")
     with pytest.raises(ConfigError):
         models.function(priced, name="")

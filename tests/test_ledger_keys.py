@@ -89,15 +89,15 @@ def test_a_backend_that_names_no_model_has_no_key() -> None:
 
 def test_the_policy_leaves_out_what_never_chooses_the_answer() -> None:
     plain = describe_policy(stab().policy)
-    busy = describe_policy(stab(budget=accord.Budget(max_calls=9), on_ballot=print, on_no_consensus="plurality",
-                                retry=Retry(transport_attempts=7)).policy)
+    busy = describe_policy(stab(budget=accord.Budget(max_calls=9), hooks=accord.Hooks(after_ballot=print),
+                                vote=accord.Vote(on_no_consensus="plurality"), retry=Retry(transport_attempts=7)).policy)
     assert busy == plain
     assert {"budget", "on_ballot", "plurality"}.isdisjoint(plain)
     assert {"wait", "transport_attempts", "transport_stop"}.isdisjoint(plain["retry"])
     assert plain["vote"]["quorum"] == 3 and plain["vote"]["k"] == 5
     assert plain["vote"]["early_stop"] == "stop_when_unanimous | stop_when_unbeatable | stop_when_confident(0.95)"
     assert describe_policy(stab(retry=Retry(attempts=5)).policy)["retry"]["attempts"] == 5
-    assert describe_policy(stab(normalize=[accord.casefold]).policy)["normalizers"] == ["accord._normalize:casefold"]
+    assert describe_policy(stab(extract=accord.Extract(normalize=[accord.casefold])).policy)["normalizers"] == ["accord._normalize:casefold"]
 
 
 def test_the_schema_is_its_json_schema_or_its_grammar() -> None:

@@ -261,7 +261,7 @@ def test_the_budget_s_timeout_cancels_the_calls_in_flight() -> None:
 
 
 def test_the_token_budget_ends_the_run() -> None:
-    flow, step = start(Policy(vote=Vote(k=5), budget=Budget(max_tokens=10)))
+    flow, step = start(Policy(vote=Vote(k=5), budget=Budget(max_total_tokens=10)))
     spend = Usage(prompt_tokens=3, completion_tokens=3)
     result = finish(flow, [answer(step.start[0], Completion(GOOD, usage=spend)), answer(step.start[1], Completion(OTHER, usage=spend))])
     assert result.stopped_because == "budget" and result.usage.total_tokens == 12

@@ -148,7 +148,7 @@ def looped(text: str = HEAD + SENTENCE * 3, tokens: int = 40) -> Completion:
 
 def test_a_loop_is_recorded_and_asked_again_with_feedback_never_more_tokens() -> None:
     model = models.scripted([looped(), GOOD])
-    result = Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, max_tokens=256).run("Ticket: charged twice.")
+    result = Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, settings=Settings(max_tokens=256)).run("Ticket: charged twice.")
     assert result.value is not None and result.value.summary == "Charged twice."
     first = result.ballots[0]
     assert first.status == "invalid" and first.finish_reason == "loop"
@@ -179,7 +179,7 @@ def test_a_cut_off_without_a_loop_names_the_cut_and_the_field_and_is_grown() -> 
     cut = Completion(HEAD + "The customer was charged twice for one order and", "length")
     model = models.scripted([cut, cut, cut])
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, max_tokens=64).run("Ticket: charged twice.")
+        Stabilizer(model, Ticket, vote=DECISIVE_SUMMARY, settings=Settings(max_tokens=64)).run("Ticket: charged twice.")
     message = str(caught.value)
     assert message == ("no valid output in 3 calls (3 cut off at max_tokens); "
                        "last: the output was cut off at max_tokens=256 inside `summary`")
@@ -299,7 +299,7 @@ def test_a_streamed_loop_is_cut_and_the_stream_closed(fake_upstream: Any) -> Non
     model = http(fake_upstream, streamed=True, max_tokens=256)
     start = time.perf_counter()
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), schema_in_prompt=False).run(prompt)
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), prompting=accord.Prompting(schema_in_prompt=False)).run(prompt)
     assert time.perf_counter() - start < 20  # the fake streams for 60 s unless the stream is closed
     ballots = caught.value.result.ballots
     assert [(b.status, b.finish_reason) for b in ballots] == [("invalid", "loop")] * 3
@@ -329,7 +329,7 @@ def test_a_whole_answer_that_loops_to_max_tokens_is_a_loop_found_after_the_fact(
     prompt = f"Ticket 3: a bank dispute. {DIRECTIVE}"
     model = http(fake_upstream, max_tokens=64)  # not streamed: the server runs to max_tokens
     with pytest.raises(accord.InvalidOutput) as caught:
-        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), schema_in_prompt=False).run(prompt)
+        Stabilizer(model, Ticket, vote=Vote(k=1, gate=None), prompting=accord.Prompting(schema_in_prompt=False)).run(prompt)
     first = caught.value.result.ballots[0]
     assert first.finish_reason == "length" and first.error is not None and first.error["loop"]["stopped"] == "at max_tokens"
     assert all(b.error is not None and b.error["stage"] == "loop" for b in caught.value.result.ballots)

@@ -19,7 +19,7 @@ def test_map_keeps_order_and_survives_a_failing_prompt() -> None:
             return "no idea"
         return prompt.split(maxsplit=1)[0]
 
-    stab = Stabilizer(fn, schema=int, vote=Vote(k=3), schema_in_prompt=False, retry=Retry(attempts=1))
+    stab = Stabilizer(fn, schema=int, vote=Vote(k=3), prompting=accord.Prompting(schema_in_prompt=False), retry=Retry(attempts=1))
     results = stab.map(["1 a", "bad", "3 c", "4 d"], concurrency=2)
     assert [r.value for r in results] == [1, None, 3, 4]
     assert isinstance(results[1].error, accord.InvalidOutput) and results[1].calls >= 1
@@ -50,7 +50,7 @@ def test_map_budget_clock_starts_with_the_prompts_turn() -> None:
         time.sleep(0.2)
         return "7"
 
-    stab = Stabilizer(fn, schema=int, vote=Vote(k=2), budget=Budget(max_seconds=1.5), schema_in_prompt=False)
+    stab = Stabilizer(fn, schema=int, vote=Vote(k=2), budget=Budget(max_seconds=1.5), prompting=accord.Prompting(schema_in_prompt=False))
     results = stab.map([f"p{i}" for i in range(8)], concurrency=2)
     assert all(r.value == 7 for r in results), [r.stopped_because for r in results]
 
@@ -102,7 +102,7 @@ def test_map_gives_a_one_at_a_time_backend_its_calls_in_turn_and_keeps_the_slots
     # the calls of one prompt wait in the driver, not in a slot: 8 prompts of 3 calls at
     # concurrency 4 keep 4 calls in flight, never 2 of one prompt
     backend = OneAtATime(blocking=False)
-    stab = Stabilizer(backend, schema=int, vote=Vote(k=3, early_stop=False), schema_in_prompt=False)
+    stab = Stabilizer(backend, schema=int, vote=Vote(k=3, early_stop=False), prompting=accord.Prompting(schema_in_prompt=False))
     results = stab.map([f"p{i}" for i in range(8)], concurrency=4)
     assert all(r.value == 7 and r.calls == 3 for r in results)
     assert backend.peak_per_prompt == 1 and backend.peak == 4
@@ -110,5 +110,5 @@ def test_map_gives_a_one_at_a_time_backend_its_calls_in_turn_and_keeps_the_slots
 
 def test_run_gives_a_one_at_a_time_backend_its_calls_in_turn() -> None:
     backend = OneAtATime(blocking=True)
-    result = Stabilizer(backend, schema=int, vote=Vote(k=3, early_stop=False), schema_in_prompt=False).run("p")
+    result = Stabilizer(backend, schema=int, vote=Vote(k=3, early_stop=False), prompting=accord.Prompting(schema_in_prompt=False)).run("p")
     assert result.value == 7 and result.calls == 3 and backend.peak == 1

@@ -102,7 +102,7 @@ def test_greedy_means_temperature_zero_and_no_sampling_filters():
 
 def test_seed_is_sent_and_the_system_fingerprint_recorded():
     server = Server(lambda body: chat(system_fingerprint="fp_abc"))
-    result = run(sync_backend(server, structured=False), seed=7)
+    result = run(sync_backend(server, structured=False), settings=Settings(seed=7))
     assert server.bodies[0]["seed"] == 7
     meta = result.ballots[0].meta
     assert meta["system_fingerprint"] == "fp_abc" and meta["seed"] == 7 and meta["server"] == "http://mock.test/v1/"

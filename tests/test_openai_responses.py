@@ -33,7 +33,6 @@ from accord.backends.openai import _wire as wire
 from accord.backends.openai._caps import Capabilities, Known
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "providers" / "openai-responses.md"
 CLEAR = "Is water wet? Answer yes or no."
 FAST = Retry(wait=tenacity.wait_fixed(0.01), transport_attempts=3)
 
@@ -280,16 +279,3 @@ def test_faults_in_front_of_the_server_a_429_a_refused_seed_and_a_bad_request(vl
     with pytest.raises(accord.BackendError) as lost:
         Stabilizer(missing, schema=YesNo, vote=Vote(k=1, gate=None), retry=FAST).run(CLEAR)
     assert lost.value.status == 404 and not lost.value.retryable
-
-
-@pytest.mark.vllm
-def test_the_docs_page_snippet_runs_against_the_server(vllm_server, tmp_path, monkeypatch):
-    import snippets
-    from test_snippets import blocks, run_block
-
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "snippets_openai_responses", **{name: getattr(snippets, name) for name in snippets.__all__}}
-    found = [block for block in blocks(PAGE) if not block.marker]
-    assert found
-    for block in found:
-        run_block(block.source.replace("http://127.0.0.1:8000/v1", vllm_server.url), namespace, f"{PAGE.name}:{block.line}")

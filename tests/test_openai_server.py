@@ -11,7 +11,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from accord import Request, Schema, Settings, Stabilizer, Vote, models
+from accord import Prompting, Request, Schema, Settings, Stabilizer, Vote, models
 from accord.backends.openai._caps import Capabilities
 
 pytestmark = pytest.mark.server
@@ -33,7 +33,7 @@ def backend(url: str, **options: object) -> object:
 
 def test_a_choice_is_decided_through_http(openai_server):
     model = backend(openai_server)
-    result = Stabilizer(model, schema=Sentiment, vote=Vote(k=3, gate=None), seed=1).run(REVIEW)
+    result = Stabilizer(model, schema=Sentiment, vote=Vote(k=3, gate=None), settings=Settings(seed=1)).run(REVIEW)
     assert result.value == "positive" and result.stable
     meta = result.ballots[0].meta
     assert meta["server"] == openai_server and meta["engine"] == "openai-compatible"
@@ -44,7 +44,7 @@ def test_a_choice_is_decided_through_http(openai_server):
 
 def test_an_object_is_read_from_json_followed_by_prose_and_the_ignored_format_is_detected(openai_server):
     model = backend(openai_server, max_tokens=24)
-    stab = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), schema_in_prompt=False)
+    stab = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), prompting=Prompting(schema_in_prompt=False))
     result = asyncio.run(stab.arun(EXTRACT.format("Alice", 30)))
     assert result.value == Person(name="Alice", age=30)
     ballot = result.ballots[-1]
@@ -55,7 +55,7 @@ def test_an_object_is_read_from_json_followed_by_prose_and_the_ignored_format_is
 
 def test_map_decides_many_prompts_in_input_order(openai_server):
     model = backend(openai_server, max_tokens=24)
-    stab = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), schema_in_prompt=False)
+    stab = Stabilizer(model, schema=Person, vote=Vote(k=1, gate=None), prompting=Prompting(schema_in_prompt=False))
     results = stab.map([EXTRACT.format(name, age) for name, age in PEOPLE], concurrency=3)
     assert [(r.value.name, r.value.age) for r in results] == PEOPLE
     assert all(r.error is None for r in results)

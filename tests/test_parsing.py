@@ -259,3 +259,47 @@ def test_the_corpus_is_read_right_and_never_wrong():
     figures = parsing.score(cases, rows)
     assert figures["wrong"] == 0, figures["wrong_ids"]
     assert figures["recovered"] >= 0.95 * figures["recoverable"], figures["missed"]
+
+
+class Rating(BaseModel):
+    stars: int
+    summary: str = ""
+
+
+@pytest.mark.parametrize(
+    "text,says",
+    [
+        ('{"stars": 4 or 5}', "stars: '4 or 5' is a range, not one number: write one number"),
+        ('{"stars": 4 or 5, "summary": "good"}', "stars: '4 or 5' is a range, not one number: write one number"),
+        ('{"stars": 4-5}', "stars: '4-5' is a range, not one number: write one number"),
+        ('{"stars": 4 to 5}', "stars: '4 to 5' is a range, not one number: write one number"),
+        ('{"stars": 40+}', "stars: '40+' is an estimate or a bound, not one number: write the number"),
+        ('{"stars": 3/4}', "stars: '3/4' is a fraction, not an integer: write the integer"),
+    ],
+)
+def test_a_hedge_written_inside_a_json_value_is_named_not_no_json(text: str, says: str) -> None:
+    """Issue #45: the model's hedge, unquoted in its JSON, read as the text it is, so the reading's
+    error (the retry's feedback) names it, rather than "no JSON value found"."""
+    reading = read(text, accord.Schema(Rating))
+    assert isinstance(reading, Misreading) and reading.message == says
+    model = accord.models.scripted([text, '{"stars": 4, "summary": "good"}'])
+    result = accord.Stabilizer(model, Rating, vote=accord.Vote(k=1), prompting=accord.Prompting(schema_in_prompt=False)).run("Rate.")
+    assert result.value.stars == 4 and says in model.requests[1].input
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ('{"a": 1 "b": 2}', {"a": 1, "b": 2}),  # a missing comma, as before
+        ("[1 -2]", [1, -2]),  # a space before the sign and none after: two numbers
+        ('{"a": 3 // three\n}', {"a": 3}),  # a comment
+        ('{"a": 3 /* three */}', {"a": 3}),
+        ("[4-5]", ["4-5"]),  # one answer written as a range: text, for the schema to read or refuse
+        ('{"a": true or false}', {"a": "true or false"}),
+        ("{a: 5 to: 3}", {"a": 5, "to": 3}),  # the next key, its comma missing
+    ],
+)
+def test_what_follows_a_number_on_its_line_is_more_of_it_only_when_it_hedges(text: str, value: object) -> None:
+    from accord.read._jsonish import parse
+
+    assert parse(text).value == value

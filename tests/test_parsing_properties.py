@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import accord
+from accord.read._canonical import label
 from accord.read._extract import _DECODER
 from accord.read._locate import _VALUE_STARTS, may_open
 from accord.read._read import Misreading, Reading, read
@@ -39,12 +40,21 @@ _ = SCHEMA.json_schema
 
 # Strings as normalization leaves them (trimmed, NFC), so "unchanged" means unchanged.
 words = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "Zs")), max_size=12).map(str.strip)
+
+
+def _labels(items: list[str]) -> list[str]:
+    """A list of labels as reading leaves it (items of distinct labels): no item that is no label
+    (the one change a reading makes to exact JSON, docs/normalize.md: `tags` is voted as a set
+    of labels, and the value holds each label once)."""
+    return [text for text in items if label(text)]
+
+
 records = st.builds(
     Record,
     name=words,
     age=st.integers(-(10**12), 10**12),
     score=st.floats(-1e9, 1e9, allow_nan=False).map(lambda x: float(f"{x:.6g}")),
-    tags=st.lists(words, max_size=4),
+    tags=st.lists(words, max_size=4, unique_by=label).map(_labels),
     home=st.builds(Home, city=words, country=words),
     kind=st.sampled_from(["person", "company"]),
     note=st.one_of(st.none(), words),

@@ -136,8 +136,7 @@ def test_a_vote_of_amounts_that_differ_in_their_last_digit_is_no_unanimous_answe
         total: float
 
     model = accord.models.scripted(texts)
-    result = accord.Stabilizer(model, schema=Total, vote=accord.Vote(k=3, early_stop=False),
-                               on_no_consensus="plurality").run("total?")
+    result = accord.Stabilizer(model, schema=Total, vote=accord.Vote(k=3, early_stop=False, on_no_consensus="plurality")).run("total?")
     assert len(result.votes) == 3 and not result.stable
     merged = accord.Stabilizer(accord.models.scripted(texts), schema=Total,
                                vote=accord.Vote(k=3, early_stop=False, float_digits=9)).run("total?")

@@ -90,8 +90,8 @@ def test_a_fragile_first_ballot_settles_on_the_float32_answer_in_both_deployment
 
 
 def test_a_fragile_first_ballot_is_voted_without_a_precision_ballot(local_model: TransformersBackend) -> None:
-    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"], perturb=Perturb("batch", "attention"),
-                        vote=Vote(k=5, gate=MarginGate(floor=math.inf))).run(PROMPT)
+    result = Stabilizer(local_model, Literal["positive", "negative", "neutral"],
+                        vote=Vote(k=5, gate=MarginGate(floor=math.inf), perturb=Perturb("batch", "attention"))).run(PROMPT)
     assert result.calls >= 3 and result.stopped_because not in ("gate", "settled")
 
 
@@ -104,7 +104,7 @@ def test_a_bfloat16_deployment_perturbs_around_the_float32_reference(local_model
     theirs = Stabilizer(local_model, schema, vote=Vote(k=1, gate=None)).run(PROMPT)
     assert ours[1].text == theirs.ballots[0].text
     assert ours[1].min_margin == theirs.ballots[0].min_margin
-    own = Stabilizer(bf16, schema, vote=Vote(k=2, early_stop=False, gate=None), perturb=Perturb(reference=None)).run(PROMPT)
+    own = Stabilizer(bf16, schema, vote=Vote(k=2, early_stop=False, gate=None, perturb=Perturb(reference=None))).run(PROMPT)
     assert [b.meta["dtype"] for b in sorted(own.ballots, key=lambda b: b.slot)] == ["bfloat16", "float32"]  # a cast of the bf16 weights
     with pytest.raises(accord.ConfigError):
         Perturb(reference="float64")

@@ -1,4 +1,4 @@
-"""``system=`` and ``examples=``: outputs validated when the Stabilizer is made, rendered once,
+"""``Prompting(system=..., examples=...)``: outputs validated when the Stabilizer is made, rendered once,
 sent as chat messages before the prompt on every backend, and part of the ledger key."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 
 import accord
-from accord import ConfigError, Ledger, Stabilizer, Vote, models
+from accord import ConfigError, Ledger, Prompting, Stabilizer, Vote, models
 from reviews import GOOD, Review
 
 SYSTEM = "You read product reviews and answer in JSON."
@@ -27,7 +27,8 @@ class Colour(Enum):
 
 def test_system_and_examples_come_before_the_prompt_as_messages() -> None:
     model = models.scripted([GOOD])
-    Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None), system=SYSTEM, examples=EXAMPLES, schema_in_prompt=False).run("Review: 'Great pen.'")
+    Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None),
+               prompting=Prompting(system=SYSTEM, examples=EXAMPLES, schema_in_prompt=False)).run("Review: 'Great pen.'")
     [request] = model.requests
     assert request.input == [
         {"role": "system", "content": SYSTEM},
@@ -42,7 +43,7 @@ def test_system_and_examples_come_before_the_prompt_as_messages() -> None:
 
 def test_the_schema_hint_and_feedback_go_with_the_question_not_the_examples() -> None:
     model = models.scripted(['{"stars": 9, "sentiment": "positive"}', GOOD])
-    Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None), examples=EXAMPLES[:1]).run("Review: 'Great pen.'")
+    Stabilizer(model, schema=Review, vote=Vote(k=1, gate=None), prompting=Prompting(examples=EXAMPLES[:1])).run("Review: 'Great pen.'")
     first, retry = (r.input for r in model.requests)
     assert isinstance(first, list) and isinstance(retry, list)
     assert first[1]["content"] == '{"stars": 1, "sentiment": "negative"}'  # the example is as rendered, untouched
@@ -53,17 +54,18 @@ def test_the_schema_hint_and_feedback_go_with_the_question_not_the_examples() ->
 def test_a_message_prompt_keeps_its_messages_after_the_preamble() -> None:
     model = models.scripted(["positive"])
     prompt = [{"role": "user", "content": "Earlier turn"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "Great!"}]
-    Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1, gate=None), system="Be brief.", schema_in_prompt=False).run(prompt)
+    Stabilizer(model, schema=Literal["positive", "negative"], vote=Vote(k=1, gate=None),
+               prompting=Prompting(system="Be brief.", schema_in_prompt=False)).run(prompt)
     [request] = model.requests
     assert request.input == [{"role": "system", "content": "Be brief."}, *prompt]
 
 
 def test_outputs_render_as_the_model_should_write_them() -> None:
     model = models.scripted(["blue"])
-    stab = Stabilizer(model, schema=Colour, vote=Vote(k=1, gate=None), examples=[("sky?", Colour.BLUE), ("blood?", "red")])
+    stab = Stabilizer(model, schema=Colour, vote=Vote(k=1, gate=None), prompting=Prompting(examples=[("sky?", Colour.BLUE), ("blood?", "red")]))
     assert stab.policy.examples == (("sky?", "blue"), ("blood?", "red"))
-    assert Stabilizer(models.scripted(["1"]), schema=int, examples=[("one?", "1")]).policy.examples == (("one?", "1"),)
-    assert Stabilizer(models.scripted(["1"]), schema=list[int], examples=[("odd?", [1, 3])]).policy.examples == (("odd?", "[1, 3]"),)
+    assert Stabilizer(models.scripted(["1"]), schema=int, prompting=Prompting(examples=[("one?", "1")])).policy.examples == (("one?", "1"),)
+    assert Stabilizer(models.scripted(["1"]), schema=list[int], prompting=Prompting(examples=[("odd?", [1, 3])])).policy.examples == (("odd?", "[1, 3]"),)
 
 
 @pytest.mark.parametrize(
@@ -77,13 +79,13 @@ def test_outputs_render_as_the_model_should_write_them() -> None:
 )
 def test_a_bad_example_is_a_config_error_when_the_stabilizer_is_made(examples: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        Stabilizer(models.scripted([GOOD]), schema=Review, examples=examples)
+        Stabilizer(models.scripted([GOOD]), schema=Review, prompting=Prompting(examples=examples))
 
 
 def test_a_bad_system_prompt_is_a_config_error() -> None:
     for system in ("", "  ", 3):
         with pytest.raises(ConfigError):
-            Stabilizer(models.scripted([GOOD]), schema=Review, system=system)  # type: ignore[arg-type]
+            Stabilizer(models.scripted([GOOD]), schema=Review, prompting=Prompting(system=system))  # type: ignore[arg-type]
 
 
 def test_a_function_model_receives_the_messages() -> None:
@@ -93,13 +95,14 @@ def test_a_function_model_receives_the_messages() -> None:
         seen.append(prompt)
         return GOOD
 
-    Stabilizer(models.function(fn), schema=Review, vote=Vote(k=1, gate=None), system=SYSTEM, schema_in_prompt=False).run("q")
+    Stabilizer(models.function(fn), schema=Review, vote=Vote(k=1, gate=None),
+               prompting=Prompting(system=SYSTEM, schema_in_prompt=False)).run("q")
     assert seen == [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "q"}]]
 
 
 def test_system_and_examples_join_the_ledger_key_and_leave_older_keys_alone(tmp_path: Any) -> None:
-    def stab(**options: Any) -> Stabilizer[Any]:
-        return Stabilizer(models.scripted([GOOD] * 9, name="m"), schema=Review, **options)
+    def stab(ledger: Ledger | None = None, **options: Any) -> Stabilizer[Any]:
+        return Stabilizer(models.scripted([GOOD] * 9, name="m"), schema=Review, prompting=Prompting(**options), ledger=ledger)
 
     with Ledger(tmp_path / "l.sqlite3") as ledger:
         plain = ledger.key(stab(), "q")
@@ -115,7 +118,7 @@ def test_system_and_examples_join_the_ledger_key_and_leave_older_keys_alone(tmp_
 def test_the_decorator_takes_them_too() -> None:
     seen: list[Any] = []
 
-    @accord.stabilize(schema=Review, vote=Vote(k=1, gate=None), system=SYSTEM, schema_in_prompt=False)
+    @accord.stabilize(schema=Review, vote=Vote(k=1, gate=None), prompting=Prompting(system=SYSTEM, schema_in_prompt=False))
     def ask(prompt: Any) -> str:
         seen.append(prompt)
         return GOOD
@@ -143,7 +146,7 @@ def test_the_local_model_reads_the_system_prompt_and_examples_through_its_chat_t
             return self.inner.generate(request)  # type: ignore[no-any-return]
 
     recording = Recording(local_model)
-    stab = Stabilizer(recording, schema=Review, vote=Vote(k=1, gate=None), system=SYSTEM, examples=EXAMPLES)
+    stab = Stabilizer(recording, schema=Review, vote=Vote(k=1, gate=None), prompting=Prompting(system=SYSTEM, examples=EXAMPLES))
     result = stab.run("Review: 'Great pen, writes smoothly, five stars.'")
     assert result.value is not None
     text = local_model.tokenizer.decode(local_model.encode(recording.requests[0].input)["input_ids"][0])
@@ -165,7 +168,8 @@ def test_the_server_gets_the_system_prompt_and_examples_as_chat_messages(openai_
     model = models.openai(openai.OpenAI(base_url=openai_server, api_key="unused", http_client=client), capabilities=Capabilities(),
                           max_tokens=8, structured=False)
     examples = [("What is 1 + 1?", 2), ("What is 2 + 3?", 5)]
-    result = Stabilizer(model, schema=int, vote=Vote(k=1, gate=None), system="Answer with the number only.", examples=examples).run("What is 2 + 2?")
+    result = Stabilizer(model, schema=int, vote=Vote(k=1, gate=None),
+                        prompting=Prompting(system="Answer with the number only.", examples=examples)).run("What is 2 + 2?")
     assert result.value is not None
     import json
 

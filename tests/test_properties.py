@@ -13,9 +13,10 @@ from pydantic import BaseModel, Field, model_validator
 
 import accord
 from accord import Schema, Stabilizer, Vote, models
-from accord.read._canonical import canonical_form, canonical_key
+from accord.read._canonical import canonical_form, canonical_key, label
 from accord.read._normalize import normalize
 from accord.read._read import Reading, read
+from accord.vote._decisive import Decisions
 
 
 class Address(BaseModel):
@@ -101,6 +102,34 @@ def test_canonical_keys_equal_for_equal_values(person: Person, rng: random.Rando
     assert first.value == second.value
 
 
+class Labelled(BaseModel):
+    tags: list[str]
+    keywords: set[str]
+
+
+LABELLED = Schema.of(Labelled)
+label_texts = st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=6),
+                                 st.sampled_from([", ", ",", " ", "", ".", "Billing", "billing", " billing. ", "BILLING", "refund",
+                                                  "Refund!", "'refund'"])), max_size=6)
+
+
+@settings(deadline=None)
+@given(label_texts, label_texts)
+def test_a_list_of_labels_holds_the_labels_of_its_vote_key_each_once(tags: list[str], keywords: list[str]) -> None:
+    """The canonical key of the value, its lists of labels read as labels, is its vote key: no
+    item the key makes empty (", "), no duplicate the key drops ("Billing" beside "billing")."""
+    reading = read(json.dumps({"tags": tags, "keywords": keywords}), LABELLED)
+    assert isinstance(reading, Reading), reading
+    decisions = Decisions(LABELLED.roles())
+    vote_key = decisions.key(reading.form, reading.key)
+    value = reading.value
+    as_labels = {"keywords": sorted(label(t) for t in value.keywords), "tags": sorted(label(t) for t in value.tags)}
+    assert canonical_key(as_labels) == vote_key
+    assert all(as_labels["tags"]) and len(set(as_labels["tags"])) == len(value.tags)
+    again = read(value.model_dump_json(), LABELLED)  # the value read again: the same value, the same keys
+    assert isinstance(again, Reading) and again.value == value and again.key == reading.key and not again.coercions
+
+
 @given(st.floats(-1e9, 1e9, allow_nan=False))
 def test_float_rounding_groups_transitively(x: float) -> None:
     schema = {"type": "number"}
@@ -115,8 +144,8 @@ answers = st.lists(st.sampled_from(["1", "2", "3", "nope", "2.0", " 3 "]), min_s
 @given(answers, st.randoms(use_true_random=False))
 def test_the_winner_does_not_depend_on_ballot_order(texts: list[str], rng: random.Random) -> None:
     def decide(order: list[str]) -> tuple[Any, ...]:
-        stab = Stabilizer(models.scripted(order), schema=int, vote=Vote(k=len(order), early_stop=False),
-                          retry=accord.Retry(attempts=1), on_no_consensus="plurality", schema_in_prompt=False)
+        stab = Stabilizer(models.scripted(order), schema=int, vote=Vote(k=len(order), early_stop=False, on_no_consensus="plurality"),
+                          retry=accord.Retry(attempts=1), prompting=accord.Prompting(schema_in_prompt=False))
         try:
             result = stab.run("q")
         except accord.AccordError as error:
@@ -166,8 +195,8 @@ CLASHING = ['{"id": 1, "items": [{"sku": "a", "qty": 1}], "labels": ["x"], "note
 @given(st.lists(st.one_of(orders.map(json.dumps), st.sampled_from([*CLASHING, "garbage", '{"id": 1, "items": [], "labels": [], "total": -1}'])),
                 min_size=1, max_size=5))
 def test_fieldwise_assembly_validates_or_falls_back_and_values_always_validate(texts: list[str]) -> None:
-    stab = Stabilizer(models.scripted(texts), schema=Order, vote=Vote(k=len(texts), fieldwise=True),
-                      retry=accord.Retry(attempts=1), on_no_consensus="plurality")
+    stab = Stabilizer(models.scripted(texts), schema=Order, vote=Vote(k=len(texts), fieldwise=True, on_no_consensus="plurality"),
+                      retry=accord.Retry(attempts=1))
     try:
         result = stab.run("q")
     except accord.AccordError as error:
@@ -201,8 +230,8 @@ ONE_HOT = ['{"a": 1, "b": 0, "c": 0}', '{"a": 0, "b": 1, "c": 0}', '{"a": 0, "b"
 @settings(deadline=None, max_examples=100)
 @given(st.lists(st.sampled_from(ONE_HOT), min_size=3, max_size=7))
 def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_winner(texts: list[str]) -> None:
-    stab = Stabilizer(models.scripted(texts), schema=Switches, vote=Vote(k=len(texts), fieldwise=True, early_stop=False),
-                      on_no_consensus="plurality")
+    stab = Stabilizer(models.scripted(texts), schema=Switches,
+                      vote=Vote(k=len(texts), fieldwise=True, early_stop=False, on_no_consensus="plurality"))
     result = stab.run("q")
     whole = max(set(texts), key=lambda t: (texts.count(t), -ONE_HOT.index(t)))
     assert isinstance(result.value, Switches)
@@ -217,8 +246,7 @@ def test_an_assembly_that_does_not_validate_falls_back_to_the_whole_object_winne
 
 
 def test_the_classic_split_assembles_an_invalid_object_and_falls_back() -> None:
-    result = Stabilizer(models.scripted(ONE_HOT), schema=Switches, vote=Vote(k=3, fieldwise=True),
-                        on_no_consensus="plurality").run("q")
+    result = Stabilizer(models.scripted(ONE_HOT), schema=Switches, vote=Vote(k=3, fieldwise=True, on_no_consensus="plurality")).run("q")
     # Each field's majority is 0, so the assembly {a: 0, b: 0, c: 0} breaks the model's rule.
     assert result.meta["fieldwise"] == "fell back to the whole-object winner"
     assert "exactly one switch" in result.meta["fieldwise_errors"][0]["msg"]

@@ -73,12 +73,12 @@ def demonstrate(backend_at: Any, generate: Any) -> None:
         if not rest < decisive:
             continue
         floor = (rest + decisive) / 2
-        accepted = Stabilizer(backend_at(floor), Ticket, vote=Vote(k=5, gate=MarginGate(floor)), perturb=Perturb(())).run(prompt)
+        accepted = Stabilizer(backend_at(floor), Ticket, vote=Vote(k=5, gate=MarginGate(floor), perturb=Perturb(()))).run(prompt)
         assert accepted.stopped_because == "gate" and accepted.calls == 1, accepted
         assert accepted.ballots[0].text == completion.text and accepted.ballots[0].meta["decisive_steps"] == n
         assert accepted.carried == {"summary": 1} and accepted.fragile is False
         above = decisive * 1.01 + 1e-6
-        voted = Stabilizer(backend_at(above), Ticket, vote=Vote(k=3, gate=MarginGate(above)), perturb=Perturb(())).run(prompt)
+        voted = Stabilizer(backend_at(above), Ticket, vote=Vote(k=3, gate=MarginGate(above), perturb=Perturb(()))).run(prompt)
         assert voted.stopped_because != "gate" and voted.ballots[0].fragile_steps  # a decisive step below the floor
         return
     pytest.fail("no ticket's summary had a step below the smallest margin of its decisions")

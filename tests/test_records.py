@@ -33,8 +33,10 @@ def test_a_result_holds_a_stop_reason_whose_accepted_is_stable() -> None:
 
 # Where a `meta[...]`, `meta.get(...)` or `... in meta` read is allowed in src/accord: the ledger's
 # codec, the one place that rebuilds typed records from what older versions stored; and a
-# Completion built by a model function, whose documented spelling named the model in its meta.
+# Completion built by a model function, whose documented spelling named the model in its meta;
+# and print(result), which reads the record a user sees (k, quorum, predicted) as the user would.
 ALLOWED_READS = {
+    "_explain.py": "the Result's record (k, quorum, predicted) in words, for a person; nothing is carried back",
     "ledger/_codec.py": "typed records from the meta a stored run holds",
     "_types.py": "a user's Completion(meta={'model': ...}), read once where it is built",
 }

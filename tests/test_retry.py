@@ -36,7 +36,7 @@ def test_feedback_does_not_accumulate_over_attempts() -> None:
 def test_feedback_for_message_prompts_is_one_appended_user_message() -> None:
     model = models.scripted(["nope", GOOD])
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "review"}]
-    Stabilizer(model, schema=Review, vote=Vote(k=1), schema_in_prompt=False).run(messages)
+    Stabilizer(model, schema=Review, vote=Vote(k=1), prompting=accord.Prompting(schema_in_prompt=False)).run(messages)
     retry = model.requests[1].input
     assert isinstance(retry, list)
     assert retry[:2] == messages and len(retry) == 3 and retry[2]["role"] == "user"
@@ -54,10 +54,94 @@ def test_all_invalid_raises_invalid_output_with_every_ballot() -> None:
     with pytest.raises(accord.InvalidOutput) as info:
         Stabilizer(models.scripted(["no"] * 20), schema=Review, vote=Vote(k=3), retry=Retry(attempts=2)).run("q")
     result = info.value.result
-    # 2 slots x 2 attempts fail; then no answer can reach the quorum of 2 with one slot left.
-    assert result.calls == 4 and all(b.status == "invalid" for b in result.ballots)
+    # "no" holds no value at all: slot 0 retries for both (2 calls), slot 1's one output waits on
+    # it and is not asked again; then no answer can reach the quorum of 2 with one slot left.
+    assert result.calls == 3 and all(b.status == "invalid" for b in result.ballots)
+    assert [(b.slot, b.attempt) for b in result.ballots] == [(0, 1), (1, 1), (0, 2)]
     assert result.ballots[0].error is not None
     assert result.ballots[0].error["stage"] == "extract"
+
+
+def test_near_valid_outputs_are_each_retried_as_before() -> None:
+    """A validation error on one field is readable: every slot retries it (2 slots x 2 attempts)."""
+    near = '{"stars": 9, "sentiment": "positive"}'
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(models.scripted([near] * 20), schema=Review, vote=Vote(k=3), retry=Retry(attempts=2)).run("q")
+    assert info.value.result.calls == 4 and "not asked again" not in str(info.value)
+
+
+# -- outputs with nothing to read (run/_unreadable) ---------------------------------------------
+
+
+def test_garbage_under_the_default_policy_costs_5_calls_not_9() -> None:
+    """k=5, quorum 3, 3 attempts: the 3 first ballots, then slot 0's two retries with feedback.
+    Slots 1 and 2 would be asked the same prompt: they are not asked again."""
+    seen: list[accord.Request] = []
+
+    def noise(prompt: str, request: accord.Request) -> str:
+        seen.append(request)
+        return "I'm sorry, as a language model I cannot rate this ~~~ %%%"
+
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(noise, Review).run("Rate: 'Great pen.'")
+    result = info.value.result
+    assert len(seen) == result.calls == len(result.ballots) == 5
+    assert [(b.slot, b.attempt) for b in result.ballots] == [(0, 1), (1, 1), (2, 1), (0, 2), (0, 3)]
+    assert all(b.status == "invalid" and b.error is not None and b.error["stage"] == "extract" for b in result.ballots)
+    assert result.stopped_because == "no valid ballot"
+    assert "not asked again" in str(info.value) and "no JSON value found" in str(info.value)
+    assert [r.feedback is not None for r in seen] == [False, False, False, True, True]  # the lead's retries carry feedback
+
+    model = models.scripted(["garbage"] * 20)  # the same with the scripted model, for an int
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(model, int).run("How many?")
+    assert info.value.result.calls == len(model.requests) == 5
+
+
+@pytest.mark.parametrize(("vote", "calls"), [
+    (Vote(), 5),  # 3 first ballots + 2 retries of the first (was 3 x 3 = 9)
+    (Vote(k=5, quorum=2), 4),  # 2 + 2; no third ballot is opened (was 4 ballots x 3 = 12)
+    (Vote(k=5, early_stop=False), 7),  # 5 + 2 (was 5 x 3 = 15)
+    (Vote(k=1), 3),  # one ballot: as before
+], ids=["default", "quorum 2", "no early stop", "k=1"])
+def test_garbage_costs_the_first_ballots_and_one_ballots_retries(vote: Vote, calls: int) -> None:
+    model = models.scripted(["garbage"] * 40)
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(model, int, vote=vote).run("How many?")
+    assert info.value.result.calls == len(model.requests) == calls
+    assert info.value.result.stopped_because == "no valid ballot"
+    assert ("not asked again" in str(info.value)) == (vote.k > 1)
+
+
+def test_near_valid_outputs_under_the_default_policy_still_cost_9_calls() -> None:
+    model = models.scripted(['{"stars": "many", "sentiment": "positive"}'] * 20)
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(model, Review).run("Rate: 'Great pen.'")
+    assert info.value.result.calls == len(model.requests) == 9
+
+
+def test_the_first_readable_output_asks_the_waiting_ballots_again() -> None:
+    """Slot 0's retry reads: slots 1 and 2, waiting, are asked again with their own feedback."""
+    model = models.scripted(["garbage", "junk", "noise", GOOD, GOOD, GOOD])
+    result = Stabilizer(model, Review).run("Rate: 'Great pen.'")
+    assert result.stable and result.value.stars == 4 and result.calls == 6
+    assert [(b.slot, b.attempt, b.status) for b in result.ballots] == [
+        (0, 1, "invalid"), (1, 1, "invalid"), (2, 1, "invalid"), (0, 2, "valid"), (1, 2, "valid"), (2, 2, "valid")]
+    assert [r.feedback.excerpt if r.feedback else None for r in model.requests[3:]] == ["garbage", "junk", "noise"]
+
+
+def test_a_lead_that_faults_hands_the_retries_to_the_next_ballot() -> None:
+    def model(prompt: str, request: accord.Request) -> str:
+        if request.ballot == 0 and request.attempt == 2:
+            raise ValueError("the model crashed")  # not retryable: slot 0 ends
+        return "garbage"
+
+    with pytest.raises(accord.InvalidOutput) as info:
+        Stabilizer(model, Review).run("q")
+    result = info.value.result
+    # 3 first ballots, slot 0's retry faults, slot 1 leads: its 2 retries; slot 2 is not asked again
+    assert [(b.slot, b.attempt, b.status) for b in result.ballots] == [
+        (0, 1, "invalid"), (1, 1, "invalid"), (2, 1, "invalid"), (0, 2, "error"), (1, 2, "invalid"), (1, 3, "invalid")]
 
 
 def test_usage_is_counted_on_failure_too() -> None:
@@ -69,7 +153,7 @@ def test_usage_is_counted_on_failure_too() -> None:
 
 def test_truncated_output_is_retried_with_more_tokens_not_reasked() -> None:
     model = models.scripted([Completion('{"stars": 4, "sent', "length"), GOOD])
-    result = Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=100).run("q")
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), settings=accord.Settings(max_tokens=100)).run("q")
     assert result.value is not None and result.value.stars == 4
     first, second = model.requests
     assert second.settings.max_tokens == 200 and second.feedback is None and second.input == first.input
@@ -77,7 +161,7 @@ def test_truncated_output_is_retried_with_more_tokens_not_reasked() -> None:
 
 def test_a_truncated_scalar_is_retried_even_if_it_looks_valid() -> None:
     model = models.scripted([Completion("12", "length"), Completion("123", "stop")])
-    result = Stabilizer(model, schema=int, vote=Vote(k=1), max_tokens=2).run("q")
+    result = Stabilizer(model, schema=int, vote=Vote(k=1), settings=accord.Settings(max_tokens=2)).run("q")
     assert result.value == 123 and [b.status for b in result.ballots] == ["invalid", "valid"]
     assert model.requests[1].settings.max_tokens == 4
 
@@ -96,7 +180,7 @@ def test_looping_finds_a_stretch_repeated_back_to_back() -> None:
 def test_a_truncated_loop_is_asked_again_with_feedback_not_grown() -> None:
     loop = Completion('{"stars": 5, "sentiment": "' + "so good " * 8, finish_reason="length")
     model = models.scripted([loop, GOOD])
-    result = Stabilizer(model, schema=Review, vote=Vote(k=1), max_tokens=64).run("q")
+    result = Stabilizer(model, schema=Review, vote=Vote(k=1), settings=accord.Settings(max_tokens=64)).run("q")
     assert result.value is not None and result.value.stars == 4
     first, second = result.ballots
     assert second.status == "valid" and first.error is not None and first.error["stage"] == "loop" and first.error["loop"]["path"] == "sentiment"
@@ -112,7 +196,7 @@ def test_grow_loops_is_deprecated_and_still_grows_a_loop_cut_at_max_tokens() -> 
     grown = models.scripted([loop, GOOD])
     with pytest.warns(DeprecationWarning, match="grow_loops"):
         retry = Retry(grow_loops=True)
-    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), max_tokens=64, retry=retry).run("q")
+    result = Stabilizer(grown, schema=Review, vote=Vote(k=1), settings=accord.Settings(max_tokens=64), retry=retry).run("q")
     assert result.value is not None
     assert result.value.stars == 4 and [r.settings.max_tokens for r in grown.requests] == [64, 128]
     assert grown.requests[1].feedback is None

@@ -58,7 +58,7 @@ def test_function_backend_receives_what_the_user_passed() -> None:
     Stabilizer(fn, schema=Literal["positive", "negative"], vote=Vote(k=1)).run("How was it?")
     assert seen[0].startswith("How was it?\n\n") and "positive, negative" in seen[0]
     seen.clear()
-    Stabilizer(fn, schema=Literal["positive", "negative"], vote=Vote(k=1), schema_in_prompt=False).run("How was it?")
+    Stabilizer(fn, schema=Literal["positive", "negative"], vote=Vote(k=1), prompting=accord.Prompting(schema_in_prompt=False)).run("How was it?")
     assert seen == ["How was it?"]
 
 

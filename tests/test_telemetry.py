@@ -126,8 +126,8 @@ def test_prompts_and_outputs_are_recorded_only_on_opt_in(traced: Traced) -> None
 
 def test_every_gen_ai_attribute_is_a_published_name(traced: Traced) -> None:
     model = models.scripted([Completion(GOOD, "stop", Usage(12, 5), meta={"model": "m-2024"}), "nope", GOOD])
-    stab = Stabilizer(model, schema=Review, vote=Vote(k=2, quorum=1, early_stop=False, gate=None), seed=3, stop=["\n\n"], max_tokens=64,
-                      telemetry=traced.telemetry(content=True))
+    stab = Stabilizer(model, schema=Review, vote=Vote(k=2, quorum=1, early_stop=False, gate=None),
+                      settings=accord.Settings(seed=3, stop=["\n\n"], max_tokens=64), telemetry=traced.telemetry(content=True))
     stab.run("q")
     published = {v for k, v in vars(gen_ai_attributes).items() if k.startswith("GEN_AI_") and isinstance(v, str)}
     used = {name for span in traced.spans for name in attrs(span) if name.startswith("gen_ai.")}

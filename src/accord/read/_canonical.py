@@ -12,6 +12,11 @@ its JSON Schema:
 - set-like lists (``set[...]``, ``frozenset[...]``, ``uniqueItems``, ``accord.Unordered[...]``)
   sorted, so their order never splits a vote;
 - objects with sorted keys, no whitespace (canonical JSON).
+
+A list voted as a set of labels (``schema/_roles``: ``tags``, ``keywords``, ...) is keyed by
+``vote/_decisive`` as the sorted set of its items' :func:`label` forms; normalize
+(``_normalize``) keeps in the value only the items whose label form is a label, once each, so
+the value and its key hold the same labels.
 """
 
 from __future__ import annotations
@@ -78,6 +83,12 @@ def _fast_encode() -> Callable[[Any], str]:
 
 
 _encode = _fast_encode()
+
+
+def label(text: str) -> str:
+    """A label as the vote compares it: case-folded, one space between words, no punctuation or
+    quote at either end (``" Billing. "`` is ``billing``; ``", "`` is ``""``, no label at all)."""
+    return " ".join(text.casefold().split()).strip(" .,;:!?\"'")
 
 
 def canonical_key(data: Any, *, strict: bool = False) -> str:

@@ -34,6 +34,8 @@ ALLOWED: dict[str, str] = {
     "a number as a string": "12345 as '12345' where the schema wants a string",
     "a key written another way": "'firstName' as 'first_name', when exactly one property matches",
     "a missing nullable field": "a required field that may be null, missing from a complete object, as null",
+    "a label once": "in a list of labels ('tags', 'keywords'), an item that repeats an earlier label in another case or "
+                    "spacing ('Billing' after 'billing'), or that is no label (', '), dropped",
     "the answer marked final": "of several different values, the one after 'final answer:' or 'correction:', last in the text",
 }
 

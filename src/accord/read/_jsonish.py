@@ -33,6 +33,12 @@ _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 WORD = re.compile(r"[A-Za-z_$][\w$]*")  # a word where a value or a key may be
 _KEY = re.compile(r"[A-Za-z_$][\w$ .-]{0,63}?(?=\s*[:=])")
 _BARE_END = {"object": re.compile(r"[,}\n]|\Z"), "array": re.compile(r"[,\]\n]|\Z"), "top": re.compile(r"\Z")}
+# After a number or a literal, on its line: more of one answer, not the next member (``4 or 5``,
+# ``4-5``, ``4 to 5``, ``40+``, ``40?``, ``true or false``): the value is read as the unquoted text
+# it is, so the schema's reading names the hedge (a range, an estimate) rather than finding no
+# JSON. A space before a sign and none after (``[1 -2]``) is two numbers, a missing comma; ``//``
+# and ``/*`` are comments; ``to:`` is the next key.
+_HEDGE_AFTER = re.compile(r"-(?=\d)|[ \t]*(?:(?:or|to|and)\b(?!\s*[:=])|[-–—]\s|[–—~?]|/(?![/*])|\+(?![\d.]))", re.I)
 _CONTROL = re.compile(r"[\x00-\x1f]")
 _INNER_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
 _PLAIN = re.compile(r'[^\\\x00-\x1f"]*')
@@ -341,8 +347,8 @@ class _Reader:
         end = match.end()
         if end >= self.n:
             return None, end, False  # a number at the very end may be cut
-        if WORD.match(self.text, end) and context != "top":
-            return self.bare(match.start(), path, context)  # "34 years", "3rd": text, not a number
+        if context != "top" and (WORD.match(self.text, end) or _HEDGE_AFTER.match(self.text, end)):
+            return self.bare(match.start(), path, context)  # "34 years", "3rd", "4 or 5": text, not a number
         token = match.group(0)
         if len(token) > MAX_DIGITS:
             raise NotJson(f"a number of {len(token):,} characters")  # int() refuses it: never a value
@@ -362,6 +368,8 @@ class _Reader:
         if word in LITERALS and (not follows or not (follows.isalnum() or follows == "_")):
             if end >= self.n and context != "top":
                 return None, end, False  # "tru" or "true" at the very end: maybe cut
+            if context != "top" and _HEDGE_AFTER.match(self.text, end):
+                return self.bare(match.start(), path, context)  # "true or false": text, not a literal
             if word not in ("true", "false", "null"):
                 self.fix(path, f"{word} as {json.dumps(LITERALS[word])}")
             return LITERALS[word], end, True

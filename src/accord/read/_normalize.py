@@ -8,7 +8,11 @@ Guided by the schema's JSON Schema:
 - yes/no/true/false to booleans for boolean fields;
 - dates and datetimes to ISO 8601 for ``format: date`` / ``date-time`` fields;
 - the per-schema text normalizers (``Extract(normalize=[...])``, e.g. :func:`casefold`) on
-  free-text fields: strings without enum, const, pattern or format.
+  free-text fields: strings without enum, const, pattern or format;
+- a list of labels (a list of free text the schema names as labels: ``tags``, ``keywords``, ...,
+  ``schema/_roles``) keeps each label once, and no item that is no label (``", "``, ``""``):
+  the items whose :func:`~accord.read._canonical.label` form is empty or an earlier item's are
+  dropped, recorded, so the value holds the labels its vote key holds.
 
 Per-field normalizers are ``Annotated[str, accord.Normalize(fn)]`` and run inside validation.
 Normalization is idempotent (given idempotent normalizers), and the pipeline validates the
@@ -24,6 +28,9 @@ from typing import Any
 
 from pydantic_core import core_schema
 
+from .._errors import ConfigError
+from ..schema._roles import ANY_KEY, ITEM, Pattern, roles_of
+from ._canonical import label
 from ._coerce import _list_of
 from ._coercions import Refusal, bool_for_number, number_for_bool, spelled_list
 from ._leaves import Said, iso, member, scalar
@@ -85,6 +92,22 @@ _MAX_ROOTS = 256  # walkers kept, one per schema (the oldest dropped first)
 _NONE = type(None)
 _KEPT = frozenset({int, bool, _NONE})
 _WALKERS: dict[int, _Walker] = {}  # id(root) -> its walker without text normalizers (each holds its root)
+_LABELS: dict[int, tuple[dict[str, Any], frozenset[Pattern], frozenset[Pattern]]] = {}  # id(root) -> (root, labels, nodes)
+
+
+def _label_lists(root: dict[str, Any]) -> tuple[frozenset[Pattern], frozenset[Pattern]]:
+    """The patterns of the root's lists of labels (``tags[]``) and of its nodes, once per root
+    (a role the schema spells wrong is the Stabilizer's ConfigError: here, no labels)."""
+    known = _LABELS.get(id(root))
+    if known is None or known[0] is not root:
+        try:
+            roles = roles_of(root) if root else None
+        except ConfigError:
+            roles = None
+        if len(_LABELS) >= _MAX_ROOTS:
+            del _LABELS[next(iter(_LABELS))]
+        known = _LABELS[id(root)] = (root, roles.labels, roles.nodes) if roles and roles.labels else (root, frozenset(), frozenset())
+    return known[1], known[2]
 
 
 class _Walker:
@@ -92,6 +115,7 @@ class _Walker:
         self.root = root
         self.text = text
         self.table = plans(root)
+        self.labels, self.nodes = _label_lists(root)
 
     def walk(self, data: Any, node: Any, depth: int, path: tuple[Any, ...], said: Said) -> Any:
         found = self.table.get(id(node)) or plan_in(self.table, node, self.root)
@@ -137,9 +161,19 @@ class _Walker:
         prefix, items = found.prefix, found.items
         if not prefix:
             if items is None or not self.text_only(items):
-                return [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
-            return [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+                out = [self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+            else:
+                out = [_text(v) if type(v) is str else self.walk(v, items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+            return _labelled(out, data, path, said) if self.labels and self.of_labels(path) else out
         return [self.walk(v, prefix[i] if i < len(prefix) else items, depth + 1, (*path, i), said) for i, v in enumerate(data)]
+
+    def of_labels(self, path: tuple[Any, ...]) -> bool:
+        """Whether the list at ``path`` is a list of labels (its items' pattern among the labels)."""
+        pattern: Pattern = ()
+        for key in path:
+            named = (*pattern, str(key))
+            pattern = (*pattern, ITEM) if isinstance(key, int) else named if named in self.nodes else (*pattern, ANY_KEY)
+        return (*pattern, ITEM) in self.labels
 
     def string(self, data: str, found: Plan, path: tuple[Any, ...], said: Said) -> Any:
         """A string where the node takes no scalar: a spelled list refused with why, a date or time
@@ -197,6 +231,32 @@ class _Walker:
             if len(readers) == 1:
                 return self.walk(data, readers[0], depth + 1, path, said)
         return _plain(data)
+
+
+def _labelled(items: list[Any], written: list[Any], path: tuple[Any, ...], said: Said) -> list[Any]:
+    """A list of labels (``items``, normalized from ``written``) with each label once and no item
+    that is none (its label form empty), each item dropped recorded: the ``a label once``
+    coercion. Of the items of one label, the one kept is the same whatever their order (a set's
+    value never depends on the order it was written in): the label form itself if written, else
+    the shortest, then the first in code-point order; it stands where the label first stood. A
+    list that holds anything but text is left as it is."""
+    if not all(type(v) is str for v in items):
+        return items
+    forms = [label(text) for text in items]
+    kept: dict[str, int] = {}  # each label's form -> the index of the item kept for it
+    for i, (form, text) in enumerate(zip(forms, items, strict=True)):
+        held = kept.get(form)
+        if form and (held is None or (text != form, len(text), text) < (items[held] != form, len(items[held]), items[held])):
+            kept[form] = i
+    if len(kept) == len(items):
+        return items  # every item a label of its own: as it is
+    for i, form in enumerate(forms):
+        if not form:
+            said.note((*path, i), f"{written[i]!r} dropped: no label (a list of labels holds each label once)")
+        elif kept[form] != i:
+            said.note((*path, i), f"{written[i]!r} dropped: the label {items[kept[form]]!r} is there "
+                                  "(a list of labels holds each label once)")
+    return [items[i] for i in kept.values()]
 
 
 def _refused_kind(data: float, branches: list[dict[str, Any]], path: tuple[Any, ...], said: Said) -> bool:

@@ -3,6 +3,7 @@
     _decider   one prompt's way (run, stream, map alike): recall, claim, begin, drive, remember
     _loop      the I/O-free generator: scheduling, admission, the budget, recording each ballot
     _absorb    one finished call: its output read, then cast, asked again or retried (per ballot)
+    _unreadable while every output has nothing to read: one slot's retries stand for the run's
     _calls     what the loop and its drivers exchange: Call, Step, Outcome, Queued, Delta; _policy: Policy
     _box       the ballot box: tally, verdict (gate, vote, fieldwise, predicted ballots), winner
     _outcome   the Result and the typed error, built from the box and the ballots

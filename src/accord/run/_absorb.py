@@ -2,7 +2,9 @@
 extract -> normalize -> validate -> canonicalize), the ballot recorded, and then, per slot:
 
     valid              cast in the ballot box; the slot is finished
-    invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow
+    invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow;
+                       while every output of the run is unreadable (no value in it at all), one
+                       slot's retries stand for all (``_unreadable``)
     looped             stopped in a loop (``finish_reason="loop"``, the backend saw it) or cut
                        off at ``max_tokens`` inside one (``read._loops``): asked again with one
                        feedback block naming the field and the stretch, never with more tokens,
@@ -39,7 +41,8 @@ from ..backends._base import Backend
 from ..read._close import closed_completion
 from ..read._loops import LOOP, Loop, find_loop, path_at, shown
 from ..read._read import Misreading, Reading, read
-from ..schema._bounds import bounded
+from ..read._runaway import find_runaway
+from ..schema._bounds import bounded, iso_dates
 from ..schema._schema import Schema
 from ..vote._gate import MarginGate
 from ..vote._prefix import prefix
@@ -47,6 +50,7 @@ from ..vote._vote import Vote
 from ._box import Box
 from ._calls import Call, Outcome, Slot
 from ._policy import Policy
+from ._unreadable import DROP, HOLD, Held, Unreadable
 
 UNGATED = MarginGate()  # reads the smallest margin only
 
@@ -68,13 +72,18 @@ class Cut(Misreading):
 
 
 def cut(text: str, finish: str | None, max_tokens: int | None) -> Cut:
-    """Why a text that looped (``finish`` "loop") or ran to ``max_tokens`` ("length") has no value."""
-    loop = (find_loop(text, early=True) if finish == LOOP else None) or find_loop(text)
-    if loop is not None or finish == LOOP:
+    """Why a text that looped (``finish`` "loop") or ran to ``max_tokens`` ("length") has no value.
+
+    A list that ran away (``read/_runaway``: items that keep coming, or a cut inside a list) is
+    a loop too: asked again with feedback under a bound on the list, never with more tokens."""
+    early = finish == LOOP
+    loop = (find_loop(text, early=True) if early else None) or find_loop(text) or find_runaway(text, early=early)
+    if loop is not None or early:
         path = loop.path if loop is not None else path_at(text, len(text))[0]
         said = loop.message() if loop is not None else "the output was stopped in a loop" + (f" in `{path}`" if path else "")
-        what = f"{shown(loop.stretch)} repeated {loop.repeats} times" if loop is not None else "repeated itself"
-        return Cut("loop", ({"loc": _loc(path), "msg": what, "type": "loop"},), said, loop)
+        what = "repeated itself" if loop is None else said if loop.runaway else f"{shown(loop.stretch)} repeated {loop.repeats} times"
+        kind = "runaway" if loop is not None and loop.runaway else "loop"
+        return Cut("loop", ({"loc": _loc(path), "msg": what, "type": kind},), said, loop)
     path = path_at(text, len(text))[0]
     limit = f"max_tokens={max_tokens}" if max_tokens else "max_tokens"
     said = f"the output was cut off at {limit}" + (f" inside `{path}`" if path else "")
@@ -107,6 +116,7 @@ class Absorb:
     read_until: float | None
     deployment: str | None  # "serving" or "reference" when the backend has a reference
     prose: frozenset[str]  # the run's prose paths: where a text that ran out is closed (read/_close)
+    unread: Unreadable  # while every output is unreadable, one slot's retries stand for all (_unreadable)
 
     if TYPE_CHECKING:  # the loop's own, where the run asks again and records a ballot
 
@@ -178,6 +188,11 @@ class Absorb:
             deployment=self.deployment,
         )
         self.record(ballot)
+        released = self.unread.read(reading)
+        if released is not None:  # the run's first readable output: the retries held wait no more
+            self.box.unreadable = False
+            for held in released:
+                self.retry_output(held.slot, held.call, held.completion, held.reading, ballot=held.ballot)
         if isinstance(reading, Misreading):
             self.retry_output(slot, call, completion, reading, ballot=ballot)
         else:
@@ -204,8 +219,19 @@ class Absorb:
 
     def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, ballot: Ballot) -> None:
         retry = self.policy.retry
-        if not retry.again(slot.outputs, self.clock() - self.t0):
+        then = self.unread.retry(slot.index)  # while every output is unreadable: the lead retries, the others wait
+        if then == HOLD:
+            self.unread.held.append(Held(slot, call, completion, reading, ballot))
+            return
+        if then == DROP or not retry.again(slot.outputs, self.clock() - self.t0):
             self.box.spoil(slot.seat)
+            self.box.unasked += then == DROP
+            dropped = self.unread.ended(slot.index)
+            if dropped is not None:  # the lead's retries found nothing either: the others are not asked again
+                for held in dropped:
+                    self.box.spoil(held.slot.seat)
+                self.box.unasked += len(dropped)
+                self.box.unreadable = self.deployment != "serving"  # (a reference still decides)
             return
         request = call.request
         loop = reading.stage == LOOP
@@ -222,7 +248,7 @@ class Absorb:
         feedback = Feedback(reading.stage, reading.errors, (completion.text or "")[:200])
         self.again(slot, ballot, LOOP if loop else "invalid")
         found = reading.loop if isinstance(reading, Cut) else None
-        tighter = bounded(request.schema, completion.text or "", found) if found is not None else None
+        tighter = bounded(request.schema, completion.text or "", found) if found is not None else iso_dates(request.schema, reading.errors)
         again = self.request(slot.index, feedback, request.settings, request.perturbation)
         self.call(slot, replace(again, schema=tighter or request.schema))
 
@@ -243,6 +269,9 @@ class Absorb:
             self.call(slot, call.request, delay=delay)
             return
         self.box.spoil(slot.seat, error)
+        handed = self.unread.handed(slot.index)  # a lead that faulted: the first held slot leads
+        if handed is not None:
+            self.retry_output(handed.slot, handed.call, handed.completion, handed.reading, ballot=handed.ballot)
 
 
 def _meta(completion: Completion) -> dict[str, Any]:

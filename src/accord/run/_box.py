@@ -11,6 +11,8 @@ fault). After every step it asks for the :meth:`Box.verdict`, checked in this or
                re-validated against the schema (else the whole-object vote decides)
     settled    counting the unrun ballots that the finished ones predict (``_predict``), the
                leader holds the quorum and cannot be caught
+    unreadable every output unreadable, the lead slot's retries spent, nothing left in flight:
+               "no valid ballot" (``_unreadable``)
     hopeless   no answer can reach the quorum: "no quorum" (valid ballots) or "no valid ballot"
 
 The budget is the loop's to judge. Once the run is over, ``_outcome`` builds the Result from what
@@ -115,6 +117,8 @@ class Box:
         self.assembled: tuple[str, Any, Any] | None = None  # (key, value, data) of a valid fieldwise assembly
         self.fallback: list[dict[str, Any]] | None = None  # why the assembly did not validate
         self.predicted: dict[str, int] = {}  # unrun ballots counted when the vote settled
+        self.unreadable = False  # every output unreadable, and the lead's retries spent (run/_unreadable)
+        self.unasked = 0  # slots that rule ended without asking them again
 
     # -- what the loop reports -----------------------------------------------------------------
 
@@ -206,6 +210,8 @@ class Box:
         decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
         if decided:
             return decided
+        if self.unreadable and self.all_done and not tally.valid:
+            return Verdict("no valid ballot", None)  # the others would be asked the same prompt (run/_unreadable)
         settled = self.settle()
         if settled:
             return settled

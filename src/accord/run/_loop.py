@@ -67,6 +67,7 @@ from ._absorb import Absorb
 from ._box import BUDGET, Box, Verdict
 from ._calls import Call, Outcome, Queued, Slot, Step
 from ._policy import Policy
+from ._unreadable import Unreadable
 from ._watch import Watch
 
 __all__ = ["Call", "Outcome", "Policy", "Queued", "Step", "ballot_fields", "decide"]  # the loop's names, wherever defined
@@ -139,6 +140,7 @@ class _Run(Absorb):
         self.idle_since: float | None = None
         self.read_until: float | None = None
         self.unreferred: dict[str, Any] | None = None  # the reference gave no valid value: the serving deployment votes
+        self.unread = Unreadable()
 
     # -- the loop ----------------------------------------------------------------------------
 

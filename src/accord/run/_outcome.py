@@ -216,6 +216,10 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
         return BackendError(f"every ballot failed in the backend; last: {last}", status=status)
     last_error = next((b.error for b in reversed(ballots) if b.error), None)
     detail = f"; last: {last_error['message']}" if last_error else ""
+    if box.unreadable and (box.unasked or not box.tally().hopeless):  # the rule ended the run, not the quorum
+        others = f", {box.unasked} other ballot{'s' * (box.unasked != 1)} not asked again" if box.unasked else ""
+        detail = (" (no output held a value to read, and the first ballot's retries with feedback found none either: "
+                  f"the run stopped there{others}){detail}")
     return InvalidOutput(f"no valid output in {len(ballots)} calls{ran_out(ballots)}{detail}")
 
 

@@ -9,7 +9,9 @@ but cannot write as JSON Schema (``PydanticInvalidForJsonSchema``: an arbitrary 
 Schema (``PydanticOmit``), and a user's own hook that raises. :func:`adapter` makes both at
 once, when the schema is made, so every one of those is an :class:`~accord.UnsupportedSchema`
 there, naming the field where it can (``Order.customer``), never a pydantic error at the first
-run.
+run. Two are said in one sentence of accord's own, pydantic's error kept as ``__cause__``: a
+plain class (neither a model, a dataclass nor a TypedDict), and a ``complex``, which pydantic
+validates but describes to a model only as "a string", so no model could know what to write.
 """
 
 from __future__ import annotations
@@ -32,7 +34,16 @@ def adapter(source: Any, name: str) -> tuple[pydantic.TypeAdapter[Any], dict[str
     except RecursionError:
         raise UnsupportedSchema(f"pydantic cannot validate {name}: it nests too deep") from None
     except Exception as exc:  # pydantic's errors, and a user's hook: named, typed
-        raise UnsupportedSchema(f"cannot validate {_shown(source)}{_at(source, exc)}: {_message(exc)}") from exc
+        plain = _unknown(exc)
+        if plain is not None and isinstance(source, type) and plain.startswith(f"{source.__name__} "):  # the schema itself
+            raise UnsupportedSchema(f"schema={plain}") from exc
+        raise UnsupportedSchema(f"cannot validate {_shown(source)}{_at(source, exc)}: {plain or _message(exc)}") from exc
+    if _holds_complex(made.core_schema):
+        raise UnsupportedSchema(f"schema={_shown(source)}{_at_name(source, 'complex')}: a complex number has no JSON form (pydantic "
+                                "would ask the model for any string, so it could not know what to write); accord takes types "
+                                "with a JSON form (str, int, float, bool, lists, dicts, pydantic models, dataclasses, TypedDicts, "
+                                "Literal, Enum), a JSON Schema dict, accord.Regex or accord.Grammar: for a complex number, use a "
+                                "model with two float fields (real and imag)")
     try:
         return made, made.json_schema()
     except RecursionError:
@@ -78,6 +89,40 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if type(exc).__module__.startswith("pydantic") else f"{type(exc).__name__}({text})"
 
 
+def _unknown(exc: BaseException) -> str | None:
+    """One sentence for a class pydantic knows nothing of (``PydanticSchemaGenerationError``,
+    whose own message is two paragraphs on its hooks): a plain class of the user's, or a Python
+    type with no JSON form (``slice``); None for any other error."""
+    if not isinstance(exc, pydantic.PydanticSchemaGenerationError):
+        return None
+    text = str(exc)
+    if "<class '" not in text:
+        return None
+    qualified = text.split("<class '", 1)[1].split("'", 1)[0]
+    module, _, name = qualified.rpartition(".")
+    if module in ("", "builtins"):
+        return (f"{qualified} is a Python type with no JSON form: use a type that has one (str, int, float, bool, a list, a "
+                "dict, a pydantic model)")
+    return (f"{name} is a plain class, which pydantic cannot validate: make it a pydantic BaseModel "
+            f"(class {name}(BaseModel)), a dataclass or a TypedDict, with annotated fields")
+
+
+def _holds_complex(core: Any) -> bool:
+    """Whether a pydantic core schema validates a ``complex`` anywhere (defaults and metadata,
+    which are values rather than schemas, left aside; bounded like ``Schema.field_names``)."""
+    todo, seen = [core], 0
+    while todo and seen < 10_000:
+        node = todo.pop()
+        seen += 1
+        if isinstance(node, dict):
+            if node.get("type") == "complex":
+                return True
+            todo.extend(v for k, v in node.items() if k not in ("default", "metadata", "expected", "cls", "ref"))
+        elif isinstance(node, list | tuple):
+            todo.extend(node)
+    return False
+
+
 def _shown(source: Any) -> str:
     text = getattr(source, "__qualname__", None) if isinstance(source, type) else None
     return text if isinstance(text, str) else repr(source)
@@ -90,8 +135,11 @@ def _at(source: Any, exc: BaseException) -> str:
         text = str(exc)
         culprit = next((part.split(">")[0] for part in text.split("<class '")[1:]), None)  # "for <class 'mod.Foo'>"
         culprit = culprit.rstrip("'").rsplit(".", 1)[-1] if culprit else None
-    if not culprit:
-        return ""
+    return _at_name(source, culprit) if culprit else ""
+
+
+def _at_name(source: Any, culprit: str) -> str:
+    """`` at the field Model.field`` of the first field whose annotation names ``culprit``."""
     where = _field_naming(source, culprit)
     return f" at the field {where}" if where else ""
 

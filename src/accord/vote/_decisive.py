@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..read._canonical import canonical_key
+from ..read._canonical import canonical_key, label
 from ..schema._roles import ANY_KEY, AUTO, DECISIVE, ITEM, PROSE, SHORT_WORDS, Pattern, Roles, render
 
 Path = tuple[Any, ...]
@@ -99,7 +99,7 @@ class Decisions:
         if isinstance(data, list):
             items = (*pattern, ITEM)
             if items in self.roles.labels and items not in prose and all(isinstance(v, str) for v in data):
-                return sorted({_plain(v) for v in data})
+                return sorted({label(v) for v in data})
             return [self._project(value, items, prose, touched) for value in data]
         return data
 
@@ -181,5 +181,6 @@ def _prefixes(patterns: Iterable[Pattern]) -> frozenset[Pattern]:
 
 
 def _plain(text: str) -> str:
-    """A text as compared with the input: case-folded, one space between words, no end punctuation."""
-    return " ".join(text.casefold().split()).strip(" .,;:!?\"'")
+    """A text as compared with the input: as a label is compared (case-folded, one space between
+    words, no end punctuation)."""
+    return label(text)

@@ -88,10 +88,11 @@ class Exchanges(Backend):
         except Exception as exc:  # noqa: BLE001 - Malformed, or an attribute the server left out: mapped here
             raise to_backend_error(exc, server=server.shown, secrets=self._secrets) from None
         self._learn(key, params.kwargs, parsed)
+        sent = self._sent(key, params)
         meta.update(parsed.completion.meta)
-        meta.update(self._sent(key, params))
+        meta.update(sent)
         completion = parsed.completion
-        if wrapped and meta["structured"] != "prompt":
+        if wrapped and sent["structured"] != "prompt":
             inner = unwrap(completion.text)
             if inner is not None:  # else cut off or not wrapped: read as it came
                 completion = replace(completion, text=inner)
