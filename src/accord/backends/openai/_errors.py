@@ -143,23 +143,31 @@ def to_backend_error(exc: BaseException, *, server: str, secrets: Iterable[str] 
     """Map one exception from the openai client (or the transport under it) to a BackendError."""
     import openai
 
+    return sdk_error(exc, sdk=openai, base=openai.OpenAIError, hints=_HINTS, server=server, secrets=secrets)
+
+
+def sdk_error(exc: BaseException, *, sdk: Any, base: type[BaseException], hints: dict[int, str], server: str,
+              secrets: Iterable[str] = ()) -> BackendError:
+    """The mapping for a provider SDK of the openai shape (``APIStatusError``, ``APITimeoutError``,
+    ``APIConnectionError`` under ``base``; the anthropic SDK has the same): the openai backend's and
+    the anthropic backend's (``backends/anthropic/_errors``), each with its own ``hints`` per status."""
     secrets = list(secrets)
 
     def said(text: Any) -> str:
         return _short(scrub(str(text), secrets))
 
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, sdk.APIStatusError):
         status = exc.status_code
         retryable = status in _RETRYABLE or status >= 500
-        detail = said(_body_message(exc.body) or exc.message)
-        hint = _HINTS.get(status)
+        detail = said(getattr(exc, "api_message", None) or _body_message(exc.body) or exc.message)
+        hint = hints.get(status)
         text = f"{server}: HTTP {status} {type(exc).__name__}: {detail}" + (f" ({hint})" if hint else "")
         retry_after = parse_retry_after(getattr(exc.response, "headers", None))
         return BackendError(text, retryable=retryable, status=status, retry_after=retry_after)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, sdk.APITimeoutError):
         kind = type(exc.__cause__).__name__ if exc.__cause__ is not None else "timeout"
         return BackendError(f"{server}: timed out ({kind})", retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__
         why = f"{type(cause).__name__}: {said(cause)}" if cause is not None else said(exc)
         return BackendError(f"{server}: connection failed ({why})", retryable=True)
@@ -169,7 +177,7 @@ def to_backend_error(exc: BaseException, *, server: str, secrets: Iterable[str] 
         return BackendError(f"{server}: the response body is not JSON ({type(exc).__name__}: {said(exc)})", retryable=True)
     if isinstance(exc, _transport_errors()):
         return BackendError(f"{server}: transport error ({type(exc).__name__}: {said(exc)})", retryable=True)
-    if isinstance(exc, openai.OpenAIError):
+    if isinstance(exc, base):
         return BackendError(f"{server}: {type(exc).__name__}: {said(exc)}")
     return BackendError(f"{server}: unexpected {type(exc).__name__}: {said(exc)}")
 
