@@ -17,6 +17,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"vllm: uses the session's real vLLM server (skipped only with {SKIP_VLLM}=1)")
+    # The noise accord learns from servers' own ballots (backends/openai/_noise) is kept in a file
+    # of this session's: each session learns from nothing, and nothing learned here reaches the user's cache.
+    if "ACCORD_NOISE_FILE" not in os.environ:
+        os.environ["ACCORD_NOISE_FILE"] = str(Path(tempfile.mkdtemp(prefix="accord-noise-")) / "learned_noise.json")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

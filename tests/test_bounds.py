@@ -150,3 +150,26 @@ def test_the_counts_read_past_escaped_quotes_and_brackets_inside_strings() -> No
     unicode = r'{"summary": "caf\u00e9 \\ ok'
     assert _string_length_at(unicode, len(unicode)) == len("café \\ ok")  # each escape is the one character it stands for
     assert _string_length_at('{"a": "closed"', 14) is None and _items_at('{"a": 1', 7) is None
+
+
+def test_lists_of_labels_are_bounded_in_a_server_s_grammar_to_their_choices_or_eight():
+    from typing import Literal
+
+    from accord.backends.openai import _wire as wire
+    from accord.schema._bounds import LABELS, bounded_labels
+
+    class Ticket(BaseModel):
+        tags: list[str]
+        kinds: list[Literal["bug", "billing", "account"]] | None = None
+        capped: list[str] = Field(default_factory=list, max_length=20)
+
+    schema = Schema(Ticket)
+    bounded_ = bounded_labels(schema, frozenset({"tags[]", "kinds[]", "capped[]"}))
+    properties = bounded_.json_schema["properties"]
+    assert properties["tags"]["maxItems"] == LABELS == 8
+    assert [b.get("maxItems") for b in properties["kinds"]["anyOf"]] == [3, None]  # its three choices; null stays null
+    assert properties["capped"]["maxItems"] == 20  # the schema's own bound is kept
+    assert bounded_labels(schema, frozenset()) is schema and schema.json_schema["properties"]["tags"].get("maxItems") is None
+    sent = wire.format_for(wire.grammar_schema(schema, frozenset({"tags[]"})))[0]
+    assert sent["json_schema"]["schema"]["properties"]["tags"]["maxItems"] == 8  # what response_format carries
+    assert schema.validate({"tags": [str(n) for n in range(12)]}).tags[11] == "11"  # still read by the run's own schema

@@ -79,16 +79,19 @@ def cache(tmp_path, monkeypatch):
 
 def test_a_floor_is_stored_per_server_model_and_dtype_and_found_by_the_backend(cache):
     backend = mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="bfloat16"))
-    assert backend.noise() is None and not backend.gives_margins  # nobody measured this server: the gate stands aside
+    learned = backend.noise()  # nobody measured this server: its noise is learned from its own ballots
+    assert learned.learned is not None and learned.learned.tail_at(None) is None and backend.gives_margins
+    unlearned = mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="bfloat16", learn=False))
+    assert unlearned.noise() is None and not unlearned.gives_margins  # learn=False: the gate stands aside
     server = backend.servers[0].shown
     calibration.store(server, "m", "bfloat16", {"floor": 0.5})
     calibration.store(server, "m", "float32", {"floor": 0.0})
     calibration.store(server, "other-model", "bfloat16", {"floor": 9.0})
     assert (cache / "http_noise_floors.json").exists()
-    assert backend.noise().floor == 0.5 and backend.gives_margins
+    assert backend.noise().floor == 0.5 and backend.noise().learned is None and backend.gives_margins  # a calibration comes first
     assert mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="float32")).noise().floor == 0.0
     assert mock_backend(lambda body: chat("x")).noise().floor == 0.5  # no dtype: the largest for the server and model
-    assert mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="float16")).noise() is None
+    assert mock_backend(lambda body: chat("x"), margins=models.Margins(dtype_label="float16")).noise().learned is not None  # unmeasured: learned
     assert mock_backend(lambda body: chat("x"), margins=models.Margins(noise_floor=0.25)).noise().floor == 0.25  # a floor given wins
     assert backend.describe()["noise_floor"] == 0.5 and backend.describe()["noise_floor_from"] == "calibrated"
 
@@ -130,7 +133,7 @@ class Slow(BaseHTTPRequestHandler):
     lock = threading.Lock()
 
     def do_POST(self) -> None:
-        start = time.monotonic()
+        start, log = time.monotonic(), self.log  # this test's log: a neighbour of the last test may still finish
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         neighbour = body["messages"][0]["content"].startswith(spreading.FILLER)
         time.sleep(0.15)
@@ -144,7 +147,7 @@ class Slow(BaseHTTPRequestHandler):
         except OSError:  # a cancelled neighbour hung up
             pass
         with self.lock:
-            self.log.append((start, time.monotonic(), neighbour))
+            log.append((start, time.monotonic(), neighbour))
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -179,7 +179,7 @@ def test_audit_over_http_with_concurrency(vllm_server, tmp_path):
 def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teaches_the_floor(vllm_server, local_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(learning, "LEARN", 2)  # two first ballots learn the floor (8 by default)
-    assert backend(vllm_server).describe()["gate"].startswith("stood aside: no noise floor")  # no reference, no floor: today's vote
+    assert backend(vllm_server).describe()["gate"].startswith("on, learning")  # no reference, no floor: learned from its own ballots
     model = backend(vllm_server, reference=local_model, margins=models.Margins(dtype_label="bfloat16"), max_tokens=24)
     assert model.describe()["gate"].startswith("on: every first ballot goes to the reference while the floor is learned")
     stab = Stabilizer(model, schema=Sentiment)
@@ -198,6 +198,44 @@ def test_a_float32_reference_in_process_decides_fragile_first_ballots_and_teache
 
     under_load = asyncio.run(loaded())
     assert under_load.value == first.value, (under_load.ballots, first.ballots)  # the reference's answer, whatever the load
+
+
+LEARNING = [  # short tasks of the kind the gate then decides (benchmarks/tasks.py's kinds)
+    (Sentiment, MIXED),
+    (Sentiment, "Classify the sentiment of this review as positive, negative or neutral.\nReview: Lovely food, friendly staff."),
+    (YesNo, "Is the sun a star? Answer yes or no."),
+    (int, "Answer with a number. How many legs does a spider have?"),
+    (Person, "Extract the person: Tom Berg is 51 years old."),
+    (YesNo, "Is ice cold? Answer yes or no."),
+]
+
+
+def test_the_server_s_noise_is_learned_from_its_own_ballots_then_one_call_settles_and_an_unseen_load_is_learned_not_accepted(
+        vllm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCORD_NOISE_FILE", str(tmp_path / "noise.json"))
+    model = backend(vllm_server, max_tokens=24)
+    assert model.describe()["gate"].startswith("on, learning") and model.neighbours  # a loopback server: its own
+    first = Stabilizer(model, schema=Sentiment).run(MIXED)
+    assert first.gate == "learning" and first.calls >= 3 and first.stopped_because != "gate"
+    assert first.usage.neighbour_requests >= 1 and first.usage.requests == first.calls + first.usage.neighbour_requests  # counted
+    results = [Stabilizer(model, schema=schema).run(prompt) for schema, prompt in LEARNING[1:] * 2]
+    said = model.describe()
+    (learned,) = said["noise"].values()
+    assert said["gate"].startswith("on: accepts one ballot") and learned["steps"] >= 64 and learned["pairs"] >= 6, said
+    assert learned["fingerprint"].startswith("vllm-") and learned["quantiles"]["max"] > 0  # bfloat16 moves under load
+    once = [r for r in results if r.stopped_because == "gate"]
+    assert once and all(r.calls == 1 and r.gate == "certified" for r in once), [(r.gate, r.calls) for r in results]
+    stored = json.loads((tmp_path / "noise.json").read_text())["deployments"]
+    assert list(stored) == [f"{vllm_server.model} @ {vllm_server.url}"]
+    seen = max(int(name.lstrip("<=>")) for name in learned["loads"])
+
+    async def loaded():  # far more traffic than was learned at: the server's /metrics says so
+        async with model.traffic(seen + 12, max_tokens=48):
+            await asyncio.sleep(1.0)
+            return [await Stabilizer(model, schema=schema).arun(prompt) for schema, prompt in LEARNING[2:4]]
+
+    for result in asyncio.run(loaded()):
+        assert result.ballots[0].meta["load"] > seen and result.gate == "learning" and result.calls >= 2, result.ballots
 
 
 CLEAR_PROMPTS = [  # each a clear decision for this model in bfloat16 and float32 alike, in both layouts

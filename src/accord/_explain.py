@@ -23,6 +23,8 @@ STOPS: dict[str, str] = {
     "confident": "the leader's share passed the confidence rule",
     "k reached": "all k ballots ran and the leader holds the quorum",
     "gate": "the margin gate accepted the first ballot: no decisive token was near a tie, so one call was enough",
+    "paired": "the first ballot was near a tie, a second ballot in another batch agreed, and the noise this server "
+              "showed makes the chance that both were flipped smaller than the gate's risk: accepted after two calls",
     "settled": "the ballots still to run were predicted from those run (their margins were wider than the noise between them), "
                "and with them the leader holds the quorum",
     "reference": "a reference deployment decided between the serving answers",
@@ -39,6 +41,12 @@ GATES: dict[str, str] = {
              "the winning ballots were clear of the floor",
     "fragile": "every ballot for the answer had a decisive token below the noise floor: noise could flip it elsewhere",
     "reference": "a reference deployment settled the near-tie",
+    "checked": "the first ballot was clear of the learned noise, and a second ballot checked it all the same (one "
+               "accepted answer in a few is checked, so the learned noise keeps learning): the vote kept it",
+    "contradicted": "the first ballot was clear of the learned noise, but the ballot that checked it disagreed and the "
+                    "vote decided otherwise: recorded, and the noise learned from it",
+    "learning": "this server's noise was not yet learned at the load the first ballot ran at: the vote decided, "
+                "and its ballots were learned from",
     "stood aside": "no margins or no noise floor for this backend: the vote alone decided",
 }
 

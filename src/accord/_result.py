@@ -24,7 +24,8 @@ class StopReason(str, Enum):
 
     Accepted: ``UNANIMOUS``, ``UNBEATABLE``, ``CONFIDENT`` (the early-stop rules), ``K_REACHED``
     (all k ballots ran and the leader holds the quorum), ``GATE`` (the margin gate certified
-    ballot 0), ``SETTLED`` (predicted ballots decided), ``REFERENCE`` (a reference deployment
+    ballot 0), ``PAIRED`` (ballot 0 and the next valid ballot agree, and the learned noise gives
+    the chance that both were flipped as under the gate's risk), ``SETTLED`` (predicted ballots decided), ``REFERENCE`` (a reference deployment
     decided), and the reason any stop rule of your own returns (``StopReason("two ahead")``).
     Not accepted: ``UNCONTESTED`` (no quorum, but no valid ballot disagreed: the answer,
     ``stable=False``), ``NO_QUORUM``, ``NO_VALID_BALLOT``, ``BUDGET``, and ``ERROR`` (a prompt
@@ -36,6 +37,7 @@ class StopReason(str, Enum):
     CONFIDENT = "confident"
     K_REACHED = "k reached"
     GATE = "gate"
+    PAIRED = "paired"
     SETTLED = "settled"
     REFERENCE = "reference"
     UNCONTESTED = "uncontested"
@@ -181,7 +183,7 @@ class Result(Generic[T]):
 
     What accord's layers read of a Result is typed: ``engine`` (who constrained the winning
     ballot's decoding), ``gate`` (what the margin gate did: "certified", "fragile", "voted",
-    "reference", or "stood aside: ..." and why), ``fragility`` (:class:`Fragility`),
+    "reference", "learning", "checked", "contradicted", or "stood aside: ..." and why), ``fragility`` (:class:`Fragility`),
     ``referral`` (:class:`Referral`: a reference deployment's part), ``fieldwise``
     (:class:`Fieldwise`) and ``ledger`` (:class:`LedgerRecord`). ``meta`` is the record a reader
     sees, what ``to_dict()`` and the ledger hold: ``seconds``, ``k``, ``quorum``, ``predicted``,

@@ -25,6 +25,11 @@ class Usage:
 
     ``cost`` is what the calls cost, in the currency of the prices given (``Stabilizer(prices=
     accord.Prices({...}))``, or a backend that reports it); None when no price is known.
+
+    ``neighbour_requests`` and ``neighbour_tokens``: the batch neighbours the calls went out with
+    (filler requests a self-hosted server computes beside a ballot, ``models.openai(spread=True)``),
+    and the tokens those that finished reported (a neighbour cancelled when its ballot was answered
+    reports none). Not in the token counts above; ``requests`` counts every request accord sent.
     """
 
     prompt_tokens: int | None = None
@@ -34,6 +39,13 @@ class Usage:
     cost: float | None = None
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
+    neighbour_requests: int = 0
+    neighbour_tokens: int | None = None
+
+    @property
+    def requests(self) -> int:
+        """Every request the calls sent: the calls and their batch neighbours."""
+        return self.calls + self.neighbour_requests
 
     @property
     def total_tokens(self) -> int | None:
@@ -51,6 +63,8 @@ class Usage:
             cost,
             _add(self.cached_tokens, other.cached_tokens),
             _add(self.cache_write_tokens, other.cache_write_tokens),
+            self.neighbour_requests + other.neighbour_requests,
+            _add(self.neighbour_tokens, other.neighbour_tokens),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,9 +76,11 @@ class Usage:
             "calls": self.calls,
         }
         # absent rather than null: rows written before costs and caches read the same
-        for name in ("cost", "cached_tokens", "cache_write_tokens"):
+        for name in ("cost", "cached_tokens", "cache_write_tokens", "neighbour_tokens"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.neighbour_requests:
+            out["neighbour_requests"] = self.neighbour_requests
         return out
 
 
@@ -165,7 +181,9 @@ class Completion:
     taken off before the Completion leaves the backend; never serialized. ``closed_loops``: the
     values closed where they ran out, within the call or after it (``read/_close``,
     ``backends/local/_loops``), each as ``{"path", "stretch", ...}``; a ballot's
-    ``meta["closed_loops"]``.
+    ``meta["closed_loops"]``. ``load``: the requests the deployment had in flight while this one
+    ran, where the backend knows (the learned margin gate holds only at loads it saw); ``server``:
+    which of the backend's servers answered (the learned noise is kept per server). Both also in ``meta``.
     """
 
     text: str
@@ -180,6 +198,8 @@ class Completion:
     system_fingerprint: str | None = None
     steps: TokenSteps | None = field(default=None, repr=False, compare=False)
     closed_loops: tuple[dict[str, Any], ...] = ()
+    load: int | None = None
+    server: str | None = None
 
     def __post_init__(self) -> None:
         if not self.meta:

@@ -78,7 +78,9 @@ class Noise:
 
     ``floor``: the margin gate's floor; a decoding step whose margin is below it is fragile.
     ``dtype``: the deployment's compute dtype. ``floors``: the floor of each perturbation kind
-    in that dtype (``precision``: against the other precision). ``float32_floor``: at float32,
+    in that dtype (``precision``: against the other precision). ``learned``: the noise learned as
+    a distribution from the deployment's own ballots (``vote/_gate.Learned``; the gate then reads
+    the chance of a flip, not the floor), None where it is not. ``float32_floor``: at float32,
     the largest floor of the perturbations other than precision (what a float32 ballot must clear
     to predict the other float32 ballots); None when not known. Only ``floor`` is needed for the
     gate; prediction needs ``dtype`` and ``floors`` as well. ``reference=`` is ``float32_floor``'s
@@ -89,16 +91,17 @@ class Noise:
     dtype: str | None = None
     floors: Mapping[str, float] = field(default_factory=dict)
     float32_floor: float | None = None
+    learned: Any = None
 
     def __init__(self, floor: float | None, dtype: str | None = None, floors: Mapping[str, float] | None = None,
-                 float32_floor: float | None = None, *, reference: float | None = None) -> None:
+                 float32_floor: float | None = None, *, reference: float | None = None, learned: Any = None) -> None:
         if reference is not None:
             deprecated("reference", "float32_floor=", "Noise", stacklevel=3)
             if float32_floor is not None and float32_floor != reference:
                 raise ConfigError("Noise(float32_floor=..., reference=...): give one (reference= is float32_floor='s older spelling)")
             float32_floor = reference
         for name, value in (("floor", floor), ("dtype", dtype), ("floors", {} if floors is None else floors),
-                            ("float32_floor", float32_floor)):
+                            ("float32_floor", float32_floor), ("learned", learned)):
             object.__setattr__(self, name, value)
 
     @property

@@ -151,7 +151,8 @@ def decode_ballot(d: dict[str, Any], schema: Schema[Any]) -> Ballot:
 
 def decode_usage(d: dict[str, Any]) -> Usage:
     return Usage(d.get("prompt_tokens"), d.get("completion_tokens"), d.get("seconds", 0.0), d.get("calls", 0), d.get("cost"),
-                 d.get("cached_tokens"), d.get("cache_write_tokens"))
+                 d.get("cached_tokens"), d.get("cache_write_tokens"), int(d.get("neighbour_requests", 0) or 0),
+                 d.get("neighbour_tokens"))
 
 
 def summary(row: RunRow) -> dict[str, Any]:

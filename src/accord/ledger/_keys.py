@@ -139,6 +139,7 @@ _RETRY_NEW_SINCE_V1 = frozenset({"close_prose"})  # in the key only when set awa
 # default, so the answers a ledger holds from before they existed still replay (the default is
 # what those runs did: the lenient reader reads every valid JSON value unchanged).
 _NEW_SINCE_V1 = frozenset({"extract"})
+_GATE_NEW_SINCE_V1 = (("risk", 1e-4), ("rule", "risk"))  # MarginGate's learned-noise rule (vote/_gate)
 
 
 def describe_policy(policy: Any) -> dict[str, Any]:
@@ -167,6 +168,11 @@ def describe_policy(policy: Any) -> dict[str, Any]:
                 vote.pop("roles")  # newer than the first key format: in the key once set
             for name in _VOTE_NOT_IN_KEY:
                 vote.pop(name, None)
+            gate = vote.get("gate")
+            if isinstance(gate, dict):  # newer than the first key format: in the key once set away from the default
+                for name, default in _GATE_NEW_SINCE_V1:
+                    if gate.get(name) == default:
+                        gate.pop(name)
             if value.float_digits is None:
                 # Keys made before float_digits defaulted to None (exact) said 9, the old default: a
                 # default Vote keeps that key, so the answers existing ledgers hold still replay.

@@ -151,9 +151,7 @@ class Absorb:
         return cut(completion.text or "", completion.finish_reason, max_tokens)
 
     def output(self, slot: Slot, call: Call, completion: Completion, seconds: float, started: float) -> None:
-        tokens = completion.usage
-        usage = Usage(tokens.prompt_tokens, tokens.completion_tokens, seconds, 1, self.cost(completion),
-                      tokens.cached_tokens, tokens.cache_write_tokens)
+        usage = replace(completion.usage, seconds=seconds, calls=1, cost=self.cost(completion))  # its tokens and neighbours
         self.usage = self.usage + usage
         # Without a gate, only the smallest margin is kept: no noise floor is looked up (for a
         # model without shipped floors that would start a calibration nobody asked for).
@@ -161,7 +159,7 @@ class Absorb:
         steps = completion.margins
         if steps and isinstance(reading, Reading):  # the gate reads the steps up to the last decisive value
             steps = steps[: prefix(completion.text, completion.pieces, len(steps), self.box.decisions, reading.form)]
-        margins = self.gate.check(steps, self.backend) if self.gate else UNGATED.check(steps)
+        margins = self.gate.check(steps, self.backend, completion.load) if self.gate else UNGATED.check(steps)
         slot.outputs += 1
         self.box.heard(slot.seat, margins.min_margin)
         perturbation = call.request.perturbation
@@ -196,7 +194,8 @@ class Absorb:
         if isinstance(reading, Misreading):
             self.retry_output(slot, call, completion, reading, ballot=ballot)
         else:
-            self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified)
+            self.box.cast(slot.seat, ballot, reading, completion.score, margins.certified, risk=margins.risk)
+        self.box.gated(slot.seat, margins, completion.server)
 
     def close(self, completion: Completion, max_tokens: int) -> tuple[Completion, Reading | Misreading]:
         """The completion and how it reads; one that ran out inside prose (looped there, or cut

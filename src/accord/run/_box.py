@@ -6,6 +6,7 @@ margin of every attempt (:meth:`Box.heard`) and how each slot ended: a valid bal
 fault). After every step it asks for the :meth:`Box.verdict`, checked in this order:
 
     gate       slot 0 alone, certified by the margin gate (no fragile decoding step)
+    paired     slot 0 and the next valid ballot agree, both within the learned noise's risk together
     decided    the vote policy decides the tally: the whole object (``Vote.decide``), or
                fieldwise every path of the assembled tree (``_fieldwise``), the assembly
                re-validated against the schema (else the whole-object vote decides)
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from .._errors import AccordError
     from .._result import Ballot
     from ..read._read import Reading
+    from ..vote._gate import Margins
     from ..vote._predict import Computation, Floors
 
 BUDGET = "budget"
@@ -69,6 +71,7 @@ class Seat:
     fault: AccordError | None = None  # the backend fault it ended on
     low: float = math.inf  # the smallest margin over its attempts
     blind: bool = False  # an attempt without margins: predicts nothing
+    risk: float | None = None  # the learned gate: the chance its valid ballot's decisive steps were flipped
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,18 @@ class Box:
         self.scores: dict[str, list[float]] = {}  # model scores per key, for tie rules
         self.flats: list[dict[Any, str]] = []  # fieldwise: each valid ballot, flattened to path -> key
         self.gate_key: str | None = None
+        self.pair_key: str | None = None  # ballot 0 and the next valid ballot agree within the learned risk
         self.field_agreement: dict[str, float] | None = None
         self.assembled: tuple[str, Any, Any] | None = None  # (key, value, data) of a valid fieldwise assembly
         self.fallback: list[dict[str, Any]] | None = None  # why the assembly did not validate
         self.predicted: dict[str, int] = {}  # unrun ballots counted when the vote settled
         self.unreadable = False  # every output unreadable, and the lead's retries spent (run/_unreadable)
         self.unasked = 0  # slots that rule ended without asking them again
+        # The learned gate (vote/_gate): slot 0 accepted but checked (its server), what the vote made of
+        # it (True: kept, False: contradicted), and whether slot 0 ran at a load with no samples yet.
+        self.checking: str | None = None
+        self.checked: bool | None = None
+        self.learning = False
 
     # -- what the loop reports -----------------------------------------------------------------
 
@@ -146,8 +155,11 @@ class Box:
             known = self.known[id(reading)] = (reading, self.decisions.key(reading.form, reading.key))
         return known[1]
 
-    def cast(self, seat: Seat, ballot: Ballot, reading: Reading, score: float | None = None, certified: bool | None = None) -> None:
-        """``seat`` ended on a valid ballot: it votes for its reading's decisive part."""
+    def cast(self, seat: Seat, ballot: Ballot, reading: Reading, score: float | None = None, certified: bool | None = None, *,
+             risk: float | None = None) -> None:
+        """``seat`` ended on a valid ballot: it votes for its reading's decisive part (``risk``: the
+        learned gate's chance that its decisive steps were flipped, where it read one)."""
+        seat.risk = risk
         self.casts.append(Cast(seat, ballot, reading, score))
         if self.decisions is not None and self.decisions.observe(reading.form):
             self.recount()  # a field turned prose: every ballot's vote key changes
@@ -155,6 +167,30 @@ class Box:
             self.count(self.casts[-1])
         if self.gating and seat.index == 0 and len(self.seats) == 1 and certified:
             self.gate_key = seat.key
+        elif self.gating and self.gate_key is None:
+            self.pair_key = self.paired()
+
+    def gated(self, seat: Seat, margins: Margins, server: str | None) -> None:
+        """What the learned gate said of slot 0: accepted but checked by a second ballot (``checking``:
+        the server it ran on), or run at a load with no samples yet (``learning``)."""
+        if seat.index != 0:
+            return
+        if margins.checked and seat.key is not None:
+            self.checking = server or ""
+        self.learning = self.learning or margins.learning
+
+    def paired(self) -> str | None:
+        """Ballot 0 and one more valid ballot, the only two, agree; the chance that both were
+        flipped (their learned risks, multiplied: two batches, two draws of the noise) is under
+        the gate's risk. Their answer, else None (docs/determinism.md, "After a fragile ballot")."""
+        gate = self.vote.gate
+        valid = [cast.seat for cast in self.casts]
+        if gate is None or len(valid) != 2 or valid[0].index != 0 or self.vote.fieldwise:
+            return None
+        first, second = valid
+        if first.key is None or first.key != second.key or first.risk is None or second.risk is None:
+            return None
+        return first.key if first.risk * second.risk <= gate.risk else None
 
     def count(self, cast: Cast) -> None:
         seat, ballot = cast.seat, cast.ballot
@@ -202,10 +238,22 @@ class Box:
         """The most voted key, ties broken by the vote's rule (over the model scores)."""
         return self.vote.winner(tally, {key: tuple(values) for key, values in self.scores.items()})
 
+    def settle_check(self, verdict: Verdict) -> bool | None:
+        """A checked slot 0 (``checking``), judged by the vote: kept (True) or contradicted (False);
+        None when there is nothing to judge (no check, no winner, or no second valid ballot)."""
+        if self.checking is None or verdict.winner is None or not self.seats or self.seats[0].key is None:
+            return None
+        if sum(self.counts.values()) < 2:
+            return None
+        self.checked = verdict.winner == self.seats[0].key
+        return self.checked
+
     def verdict(self) -> Verdict | None:
         """The verdict once the vote is over (see the module docstring), else None."""
         if self.gate_key is not None:
             return Verdict("gate", self.gate_key)
+        if self.pair_key is not None:
+            return Verdict("paired", self.pair_key)
         tally = self.tally()
         decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
         if decided:

@@ -246,6 +246,10 @@ class _Run(Absorb):
         for ballot in outcome.cancelled(running):
             self.usage = self.usage + ballot.usage
             self.record(ballot)
+        checked = self.box.settle_check(verdict)
+        learned = self.gate.learned(self.backend) if self.gate is not None and checked is not None else None
+        if learned is not None and checked is not None:
+            learned.checked(checked, self.box.checking or None)
         return outcome.result(
             self.box, verdict, ballots=self.ballots, usage=self.usage, backend=self.backend,
             settings=self.policy.settings, plurality=self.policy.plurality, strict=self.policy.strict, seconds=seconds,

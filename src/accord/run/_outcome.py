@@ -167,8 +167,8 @@ def judged(reason: str, winner: str | None, ballots: Sequence[Ballot], votes: di
     does, what is known: the first deciding ballot's fragile steps, the floor, the competing answer."""
     if winner is None:
         return None, None
-    if reason in ("gate", "settled"):
-        return False, None  # certified alone, or predicted within the measured floors
+    if reason in ("gate", "settled", "paired"):
+        return False, None  # certified alone, or predicted within the measured floors, or a pair within the learned risk
     deciding = [b for b in ballots if b.status == "valid" and b.key == winner]
     judged_ = [b for b in deciding if b.fragile_steps is not None]
     if not judged_:
@@ -186,6 +186,10 @@ def gate_status(backend: Backend, box: Box, reason: str, fragile: bool | None) -
         return None
     if reason == "gate":
         return "certified"
+    if box.checked is not None:  # the learned rule accepted slot 0; a second ballot checked it
+        return "checked" if box.checked else "contradicted"
+    if box.learning:
+        return "learning"
     if not box.gating:
         said = describe(backend).get("gate")
         why = said if isinstance(said, str) and said.startswith("stood aside") else (

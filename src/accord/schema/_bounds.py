@@ -30,7 +30,9 @@ from typing import Any
 from ..read._loops import Loop, path_at
 from ._schema import Schema
 
-__all__ = ["bounded", "iso_dates", "unbounded_lists"]
+__all__ = ["bounded", "bounded_labels", "iso_dates", "unbounded_lists"]
+
+LABELS = 8  # the labels a list of free-text labels may hold in a server's grammar (``bounded_labels``)
 
 #: What a retry's grammar forces on a date or date-time the model wrote unreadably (``iso_dates``).
 ISO = {"date": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
@@ -190,6 +192,32 @@ def iso_dates(schema: Schema[Any], errors: Any) -> Schema[Any] | None:
         return None
     copied.setdefault("title", schema.name)
     return Schema(copied)
+
+
+def bounded_labels(schema: Schema[Any], labels: frozenset[str]) -> Schema[Any]:
+    """``schema`` with each list of labels (``labels``: their item paths, ``tags[]``) that has no
+    ``maxItems`` bounded: to its choices where its items are an enum (a label twice is one label
+    in the vote and the value), else to :data:`LABELS`. A server's grammar then closes a list the
+    model would keep adding to (``"ticket", "ticket_details", ...`` until ``max_tokens``) within
+    the first call; the answer is still read and validated against the run's own schema."""
+    bounded_ = schema
+    for item_path in sorted(labels):
+        array = item_path[:-2] if item_path.endswith("[]") else item_path
+        root = bounded_.json_schema
+        node = _resolve(copy.deepcopy(root), array) if isinstance(root, dict) else None
+        if node is None or not isinstance(root, dict):
+            continue
+        arrays = [b for key in ("anyOf", "oneOf") for b in node.get(key) or () if isinstance(b, dict) and b.get("type") == "array"]
+        arrays = arrays or ([node] if node.get("type") == "array" else [])
+        if not arrays or any("maxItems" in a for a in arrays):
+            continue  # not a list here, or one the schema bounds already
+        items = arrays[0].get("items")
+        choices = _target(root, items).get("enum") if isinstance(items, dict) else None
+        count = len(choices) if isinstance(choices, list) and choices else LABELS
+        count = max([count] + [int(a.get("minItems", 0)) for a in arrays])
+        found = _with(bounded_, array, "maxItems", count)
+        bounded_ = found if found is not None else bounded_
+    return bounded_
 
 
 def unbounded_lists(schema: Schema[Any]) -> list[str]:

@@ -288,7 +288,7 @@ class Proxy:
         line.calls, line.agreement, line.stable, line.stopped_because = result.calls, result.agreement, result.stable, result.stopped_because
         if result.error is not None:
             raise from_run(result.error, reply.accord, tab.retry_after())
-        self.metrics.decided(result.calls, result.agreement, result.stable)
+        self.metrics.decided(result.calls, result.agreement, result.stable, result.usage.neighbour_requests)
         extra = headers(result, line.request_id)
         if job.api in ("responses", "messages"):
             made = decided(reply, line.request_id) if job.api == "responses" else messages_out.decided(reply, line.request_id)

@@ -3,6 +3,8 @@
     accord_serve_requests_total{mode, status}       requests answered (mode: schema, tool, text, pass, other)
     accord_serve_request_seconds{mode}              time to answer
     accord_serve_calls_per_answer                   ballots (model calls) behind each decided answer
+    accord_serve_upstream_requests_per_answer       every upstream request behind each decided answer: ballots and batch neighbours
+    accord_serve_neighbour_requests_total           batch neighbours sent (filler requests beside a ballot, a self-hosted upstream only)
     accord_serve_agreement                          the winner's share of the valid ballots
     accord_serve_answers_total{stable}              decided answers, stable or not: the stable share
     accord_serve_errors_total{type}                 error answers by their OpenAI ``type``
@@ -30,6 +32,10 @@ class Metrics:
                                  buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))  # fmt: skip
         self.calls = Histogram("accord_serve_calls_per_answer", "Ballots (model calls) behind a decided answer", registry=r,
                                buckets=(0, 1, 2, 3, 4, 5, 7, 9, 12, 16, 25, 50))  # fmt: skip
+        self.requests_per_answer = Histogram("accord_serve_upstream_requests_per_answer",
+                                             "Every upstream request behind a decided answer: ballots and batch neighbours", registry=r,
+                                             buckets=(0, 1, 2, 3, 4, 5, 7, 9, 12, 16, 25, 50))  # fmt: skip
+        self.neighbours = Counter("accord_serve_neighbour_requests", "Batch neighbours sent beside ballots", registry=r)
         self.agreement = Histogram("accord_serve_agreement", "The winner's share of the valid ballots", registry=r,
                                    buckets=(0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0))  # fmt: skip
         self.answers = Counter("accord_serve_answers", "Decided answers, by whether the vote policy accepted them", ["stable"], registry=r)
@@ -58,8 +64,11 @@ class Metrics:
         self._child(self.requests, mode, str(status)).inc()
         self._child(self.seconds, mode).observe(seconds)
 
-    def decided(self, calls: int, agreement: float, stable: bool) -> None:
+    def decided(self, calls: int, agreement: float, stable: bool, neighbours: int = 0) -> None:
         self.calls.observe(calls)
+        self.requests_per_answer.observe(calls + neighbours)
+        if neighbours:
+            self.neighbours.inc(neighbours)
         self.agreement.observe(agreement)
         self._child(self.answers, "true" if stable else "false").inc()
 

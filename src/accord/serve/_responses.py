@@ -11,6 +11,8 @@
 
 ``upstream_calls`` and ``upstream_usage`` count every upstream answer received on the request's
 behalf: the ballots, and the batch neighbours that answered before they were cancelled.
+``upstream_requests`` counts every request sent (``Usage.requests``: the ballots and every batch
+neighbour, answered or cancelled); ``neighbour_requests`` the neighbours alone.
 
 A tool request's message carries ``tool_calls`` with the decided arguments instead of content
 (``finish_reason`` ``"tool_calls"``). The official clients keep unknown fields, so
@@ -53,6 +55,8 @@ def summary(result: Result[Any], tab: Tab, ledger_key: str | None) -> dict[str, 
         "replayed": result.replayed,
         "upstream_calls": len(tab.calls),
         "upstream_usage": tab.usage(),
+        "upstream_requests": 0 if result.replayed else result.usage.requests,
+        "neighbour_requests": 0 if result.replayed else result.usage.neighbour_requests,
     }
     if result.field_agreement is not None:
         out["field_agreement"] = dict(result.field_agreement)

@@ -61,6 +61,8 @@ from ._clients import Server, servers_from
 from ._errors import guard_logs
 from ._exchange import Exchanges, format_for
 from ._learning import Learner, floor_for, gate_said, taught
+from ._load import self_hosted
+from ._noise import LearnedView, NoiseLearner, neighbours_said
 from ._options import DEFAULT_MARGINS, Margins
 from ._referee import Referee
 
@@ -126,6 +128,10 @@ class OpenAIBackend(Exchanges):
             raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")
         self._referee = Referee(reference, self) if reference is not None else None
         self._learner = Learner(reference, margins.dtype_label) if reference is not None else None
+        # No floor given and no reference: the server's noise is learned from its own ballots (._noise).
+        learns = margins.learn and margins.logprobs and reference is None and margins.noise_floor is None
+        self._noise = NoiseLearner() if learns else None
+        self._flying: dict[str, int] = {}
         timeout = _timeout(passed.pop("timeout", None), client)
         self.servers, self._secrets = servers_from(client, base_url, passed.pop("api_key", None), timeout, passed)
         guard_logs(self._secrets)
@@ -185,7 +191,11 @@ class OpenAIBackend(Exchanges):
             model = self._model_of(server)
             floor = floor_for(self._learner, server.shown, model, self.dtype) if model else None
             if floor is None:
-                return Noise(math.inf, self.dtype) if self._referee is not None else None
+                if self._referee is not None:
+                    return Noise(math.inf, self.dtype)
+                if self._noise is None:
+                    return None  # learned from the servers' own ballots: the gate reads its distribution (._noise)
+                return Noise(math.inf, self.dtype, learned=LearnedView(self._noise, [(s.shown, self._model_of(s)) for s in self.servers]))
             floors.append(floor)
         return Noise(max(floors), self.dtype)
 
@@ -220,6 +230,8 @@ class OpenAIBackend(Exchanges):
             "gate": gate,
             **({"dtype": self.dtype} if self.dtype else {}),
             "spread": self.spread,
+            "neighbours": neighbours_said(self.spread, self.neighbours),
+            **({"noise": self._noise.summaries([(s.shown, self._model_of(s)) for s in self.servers])} if self._noise is not None else {}),
             **({"reference": self._referee.describe()} if self._referee is not None else {}),
         }
 
@@ -242,8 +254,9 @@ class OpenAIBackend(Exchanges):
         with self._spreader.hold(request):  # one ballot of a prompt at a time
             server = self._next_server()
             neighbours = self._neighbours(request, server)
-            with spreading.beside(server.fresh_async_client, neighbours, self._api.call.endpoint):
-                return spreading.noted(self._drive(request, server), len(neighbours))
+            with spreading.beside(server.fresh_async_client, neighbours, self._api.call.endpoint) as sent:
+                completion = self._drive(request, server, len(neighbours))
+            return spreading.noted(completion, sent)
 
     async def agenerate(self, request: Request) -> Completion:
         if not self.spread:
@@ -251,26 +264,62 @@ class OpenAIBackend(Exchanges):
         async with self._spreader.ahold(request):
             server = self._next_server()
             neighbours = self._neighbours(request, server)
-            async with spreading.abeside(server.async_client(), neighbours, self._api.call.endpoint):
-                return spreading.noted(await self._adrive(request, server), len(neighbours))
+            async with spreading.abeside(server.async_client(), neighbours, self._api.call.endpoint) as sent:
+                completion = await self._adrive(request, server, len(neighbours))
+            return spreading.noted(completion, sent)
+
+    @property
+    def neighbours(self) -> bool:
+        """Whether ballots after the first go with batch neighbours: where spreading is on and every
+        server is the user's own (a hosted API bills them and batches as it will: :mod:`._spread`)."""
+        return self.spread and all(self_hosted(server.shown) for server in self.servers)
 
     def _neighbours(self, request: Request, server: Server) -> list[dict[str, Any]]:
         """The batch neighbours of this ballot (:mod:`._spread`), as this backend's API sends them."""
+        if not self.neighbours:
+            return []
         max_tokens = request.settings.max_tokens or self.default_max_tokens
-        return [self._api.spell(params) for params in self._spreader.neighbours_for(request.ballot, self._model_of(server), max_tokens)]
+        busy = self._noise.loads.others(server.shown) if self._noise is not None else 0  # the server's other traffic
+        return [self._api.spell(params) for params in self._spreader.neighbours_for(request.ballot, self._model_of(server), max_tokens, busy)]
 
-    def _drive(self, request: Request, server: Server) -> Completion:
-        return self._taught(request, server, drivers.drive(self._exchange(request, server), streamed=self.streamed))
+    def _drive(self, request: Request, server: Server, neighbours: int = 0) -> Completion:
+        with self._in_flight(server):
+            completion = drivers.drive(self._exchange(request, server), streamed=self.streamed)
+            return self._taught(request, server, completion, neighbours)
 
-    async def _adrive(self, request: Request, server: Server) -> Completion:
-        completion = await drivers.adrive(self._exchange(request, server), streamed=self.streamed)
-        if completion.steps is None:
-            return completion
-        return await asyncio.wrap_future(spawn(self._taught, request, server, completion))
+    async def _adrive(self, request: Request, server: Server, neighbours: int = 0) -> Completion:
+        with self._in_flight(server):
+            completion = await drivers.adrive(self._exchange(request, server), streamed=self.streamed)
+            if completion.steps is None:
+                return completion
+            return await asyncio.wrap_future(spawn(self._taught, request, server, completion, neighbours))
 
-    def _taught(self, request: Request, server: Server, completion: Completion) -> Completion:
-        """A first ballot the learner asked to compare, compared (:func:`._learning.taught`)."""
+    @contextlib.contextmanager
+    def _in_flight(self, server: Server) -> Iterator[None]:
+        """This backend's requests on ``server`` counted while the block runs (the ballots' load)."""
+        if self._noise is not None:
+            self._noise.loads.watch(server.shown)  # the server's own count, polled meanwhile (._load)
+        with self._lock:
+            self._flying[server.shown] = self._flying.get(server.shown, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._flying[server.shown] -= 1
+
+    def _taught(self, request: Request, server: Server, completion: Completion, neighbours: int = 0) -> Completion:
+        """A ballot's tokens, learned from: compared with the reference's (:func:`._learning.taught`)
+        or paired with the prompt's other ballots on this server (:mod:`._noise`), at its load."""
+        if self._noise is not None and completion.steps is not None:
+            return self._paired(request, server, completion, neighbours)
         return taught(self._learner, request, server.shown, self._model_of(server), completion)
+
+    def _paired(self, request: Request, server: Server, completion: Completion, neighbours: int) -> Completion:
+        """The ballot's tokens learned from at its load (:meth:`._noise.NoiseLearner.ballot`)."""
+        assert self._noise is not None
+        with self._lock:
+            own = self._flying.get(server.shown, 1) + neighbours
+        return self._noise.ballot(server.shown, self._model_of(server), spreading.prompt_key(request), completion, own)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, with the answer streamed (``stream=True``): its text deltas as they
@@ -311,8 +360,9 @@ class OpenAIBackend(Exchanges):
         server = self._next_server()
         model = self.model or await self._amodel(server)
         params = self._spreader.numbered(model, neighbours, request.settings.max_tokens or self.default_max_tokens)
-        async with spreading.abeside(server.async_client(), [self._api.spell(p) for p in params], self._api.call.endpoint):
-            return spreading.noted(await self._adrive(request, server), neighbours)
+        async with spreading.abeside(server.async_client(), [self._api.spell(p) for p in params], self._api.call.endpoint) as sent:
+            completion = await self._adrive(request, server, neighbours)
+        return spreading.noted(completion, sent)
 
     def traffic(self, count: int, max_tokens: int = 64) -> Any:
         """``async with backend.traffic(n):`` n requests of other lengths always in flight on the

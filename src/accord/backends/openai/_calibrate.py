@@ -122,6 +122,22 @@ def steps_of(choice: Any) -> list[tuple[str, dict[str, float]]]:
     return found
 
 
+def gap_changes(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> list[float]:
+    """delta(t) at each token both answers share, up to and including the first that differs (a
+    step where no competitor is listed in both is not a sample)."""
+    found = []
+    for (token, tops), (other, others) in zip(alone, loaded, strict=False):
+        if token in tops and token in others:
+            a, b = tops[token], others[token]
+            changes = [abs((a - tops[v]) - (b - others[v])) for v in tops.keys() & others.keys() - {token}]
+            changes = [c for c in changes if math.isfinite(c)]
+            if changes:
+                found.append(max(changes))
+        if token != other:
+            break
+    return found
+
+
 def gap_change(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> tuple[float, int]:
     """The largest delta(t) along the shared tokens (and the first token that differs); the steps compared."""
     worst, compared = 0.0, 0

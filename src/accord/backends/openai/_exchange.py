@@ -31,6 +31,7 @@ from ._caps import Capabilities, Known
 from ._clients import Server
 from ._errors import to_backend_error
 from ._learning import TOP, Learner
+from ._noise import NoiseLearner
 from ._ops import Exchange, ListModels, Op
 from ._probe import free_whitespace, probe_verdict
 
@@ -52,6 +53,7 @@ class Exchanges(Backend):
     _turn: int
     _lock: threading.Lock
     _learner: Learner | None
+    _noise: NoiseLearner | None
 
     @property
     def _api(self) -> Api:
@@ -68,6 +70,7 @@ class Exchanges(Backend):
         return server
 
     def _exchange(self, request: Request, server: Server) -> Exchange:
+        request = wire.sent(request)  # lists of labels bounded in the grammar (wire.grammar_schema)
         model = self.model or (yield from self._discover(server))
         api, key = self._api, self._key(server, model)
         meta: dict[str, Any] = {"engine": "openai-compatible", "server": server.shown}
@@ -77,7 +80,7 @@ class Exchanges(Backend):
         if self.structured == "auto" and can_format and self.capabilities.claim_probe(key):
             meta["probe"], extra_usage = yield from self._probe(server, model, key)
         compared = self._compared(request)
-        top = max(self.top_logprobs, TOP) if compared else self.top_logprobs
+        top = max(self.top_logprobs, TOP) if compared and self._noise is None else self.top_logprobs  # pairs need no more
         options = wire.Options(model, self.default_max_tokens, self.logprobs, top)
 
         def build(known: Known) -> dict[str, Any]:
@@ -106,9 +109,14 @@ class Exchanges(Backend):
         return replace(completion, usage=completion.usage + extra_usage, meta=meta, steps=steps)
 
     def _compared(self, request: Request) -> bool:
-        """Whether this ballot is a first ballot the floor learner compares with the reference: it
-        keeps its tokens, with more alternatives (:mod:`._learning`)."""
-        if not self.logprobs or self._learner is None or request.ballot != 0 or request.attempt != 1:
+        """Whether this ballot keeps its tokens, with more alternatives: every ballot where the
+        server's noise is learned from its own ballots (:mod:`._noise`), else a first ballot the
+        floor learner compares with the reference (:mod:`._learning`)."""
+        if not self.logprobs:
+            return False
+        if self._noise is not None:
+            return True
+        if self._learner is None or request.ballot != 0 or request.attempt != 1:
             return False
         return self._learner.wants()
 

@@ -167,6 +167,8 @@ def gate_said(backend: OpenAIBackend, noise: Noise | None) -> tuple[str, str | N
     known = backend._known_all()
     if not backend.logprobs or any(k is not None and k.logprobs in ("ignored", "rejected") for k in known):
         return "stood aside: the server returns no logprobs (logprobs=False, or dropped)", None
+    if noise is not None and noise.learned is not None:
+        return learned_said(backend, noise.learned)
     if noise is None or noise.floor is None:
         return ("stood aside: no noise floor is known for this server (accord calibrate --model openai:URL, "
                 "noise_floor=, or reference=)"), None
@@ -180,3 +182,19 @@ def gate_said(backend: OpenAIBackend, noise: Noise | None) -> tuple[str, str | N
     if math.isinf(noise.floor):
         return "on: every first ballot goes to the reference (no floor known against it)", None
     return f"on: floor {noise.floor:.4g} (calibrated)", "calibrated"
+
+
+def learned_said(backend: OpenAIBackend, view: Any) -> tuple[str, str]:
+    """The gate over the noise learned from the server's own ballots (:mod:`._noise`), in words."""
+    from ...vote._gate import RISK
+
+    tail = view.tail_at(None)
+    if tail is None:
+        return ("on, learning: this server's noise is learned from its own ballots (no reference); until enough "
+                "ballots of one prompt were compared, every answer is voted"), "learning"
+    deployments = [(server, model) for server, model in view.deployments if model]
+    found = [view.learner.summary(server, model, RISK) for server, model in deployments]
+    loads = ", ".join(sorted({str(f["trusted_up_to"]) for f in found if f["trusted_up_to"]}))
+    return (f"on: accepts one ballot where the chance that this server's noise flips a decisive step is under "
+            f"{RISK:g} (learned from {sum(f['steps'] for f in found)} steps of its own ballots; at loads {loads} "
+            f"in flight; past them it keeps learning)"), "learned"

@@ -37,16 +37,20 @@ class Margins:
     fragile on this server; None uses the floor ``accord calibrate --model openai:URL`` measured
     (with a floor the margin gate may accept one ballot alone). ``dtype_label``: the dtype the
     server computes in, as a label only (nothing is loaded: it picks the calibrated floor measured
-    for that dtype; None: the largest floor measured for the server and model).
+    for that dtype; None: the largest floor measured for the server and model). ``learn``: with no
+    floor given, calibrated or learned against a reference, learn the server's noise from its own
+    ballots (:mod:`._noise`; the gate then reads that distribution); False: the gate stands aside there.
     """
 
     logprobs: bool = True
     top_logprobs: int = 2
     noise_floor: float | None = None
     dtype_label: str | None = None
+    learn: bool = True
 
     def __post_init__(self) -> None:
         _check.boolean("Margins", "logprobs", self.logprobs)
+        _check.boolean("Margins", "learn", self.learn)
         _check.integer("Margins", "top_logprobs", self.top_logprobs, low=2, high=20)
         floor = self.noise_floor
         if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor >= 0):

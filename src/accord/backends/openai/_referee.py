@@ -77,6 +77,7 @@ class Referee(Backend):
         return self.serving.enforces(schema)
 
     def generate(self, request: Request) -> Completion:
+        request = wire.sent(request)  # the grammar the server was sent: its lists of labels bounded
         fmt, wrapped = wire.format_for(request.schema)
         structured = fmt is not None and self.serving.constrains_for(request.schema)
         asked = request.with_settings(max_tokens=request.settings.max_tokens or self.serving.default_max_tokens)

@@ -20,7 +20,11 @@ backend spreads the ballots of one prompt (``spread=True``; measured in docs/htt
 
 Ballot 0 goes alone, as the deployment would send it. The neighbours' tokens are the cost: they
 are spent only on ballots after the first, i.e. when the margin gate did not accept the first
-ballot alone. Neither the neighbours' answers nor their usage are part of the Result.
+ballot alone. Their answers are not part of the Result; their count and the tokens of those that
+finished are, in ``Usage.neighbour_requests`` and ``neighbour_tokens``. Neighbours go only to a
+server of the user's own (``OpenAIBackend.neighbours``: loopback, private addresses, one-label
+names): a hosted API bills them and batches its traffic as it will, so there they change nothing
+the ballots would not see anyway.
 """
 
 from __future__ import annotations
@@ -138,11 +142,12 @@ class Spreader:
             with self._lock:
                 self._in_flight -= 1
 
-    def neighbours_for(self, ballot: int, model: str | None, max_tokens: int) -> list[dict[str, Any]]:
+    def neighbours_for(self, ballot: int, model: str | None, max_tokens: int, busy: int = 0) -> list[dict[str, Any]]:
         """The batch neighbours that go beside this ballot: ``neighbours(ballot)``, less the other
-        ballots of this backend in flight (none for ballot 0, or before the model is known)."""
+        ballots of this backend in flight and the ``busy`` requests of others the server last said
+        it runs (none for ballot 0, or before the model is known)."""
         with self._lock:
-            others = self._in_flight - 1
+            others = self._in_flight - 1 + max(0, busy)
         count = max(0, neighbours(ballot) - others) if model else 0
         if not count or model is None:
             return []
@@ -155,9 +160,31 @@ class Spreader:
         return [neighbour_params(model, first + i, max_tokens) for i in range(count)]
 
 
-def noted(completion: Completion, neighbours: int) -> Completion:
-    """The ballot's Completion, with how many neighbours went beside it (``meta["neighbours"]``)."""
-    return replace(completion, meta={**completion.meta, "neighbours": neighbours}) if neighbours else completion
+class Sent:
+    """The neighbours that went beside one ballot: how many, and the tokens the finished ones reported."""
+
+    def __init__(self, count: int = 0) -> None:
+        self.count, self.tokens = count, None  # type: int, int | None
+
+    def heard(self, response: Any) -> None:
+        usage = getattr(response, "usage", None)
+        total = getattr(usage, "total_tokens", None)
+        if total is None and usage is not None:  # the Responses API's
+            total = (getattr(usage, "input_tokens", 0) or 0) + (getattr(usage, "output_tokens", 0) or 0)
+        if isinstance(total, int):
+            self.tokens = (self.tokens or 0) + total
+
+
+def noted(completion: Completion, sent: Sent | int) -> Completion:
+    """The ballot's Completion, with the neighbours that went beside it: ``meta["neighbours"]``,
+    and in its usage (``Usage.neighbour_requests``, ``neighbour_tokens``)."""
+    sent = sent if isinstance(sent, Sent) else Sent(sent)
+    if not sent.count:
+        return completion
+    usage = replace(completion.usage, neighbour_requests=completion.usage.neighbour_requests + sent.count,
+                    neighbour_tokens=sent.tokens if completion.usage.neighbour_tokens is None else
+                    completion.usage.neighbour_tokens + (sent.tokens or 0))
+    return replace(completion, usage=usage, meta={**completion.meta, "neighbours": sent.count})
 
 
 def neighbour_params(model: str, turn: int, max_tokens: int) -> dict[str, Any]:
@@ -166,18 +193,22 @@ def neighbour_params(model: str, turn: int, max_tokens: int) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def abeside(client: Any, neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> AsyncIterator[None]:
+async def abeside(client: Any, neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> AsyncIterator[Sent]:
     """The neighbours in flight on this event loop while the block runs; cancelled when it ends.
 
     ``endpoint(client)`` sends one (the API the ballots speak: ``client.responses.create`` for
-    the Responses API). A neighbour's failure is not the ballot's: it is dropped.
+    the Responses API). A neighbour's failure is not the ballot's: it is dropped. The block gets
+    a :class:`Sent`, filled in once the block ends (the finished neighbours' tokens).
     """
     create = endpoint(client)
+    sent = Sent(len(neighbours))
     tasks = [asyncio.ensure_future(create(**params)) for params in neighbours]
     try:
-        yield
+        yield sent
     finally:
         for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is None:
+                sent.heard(task.result())
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -207,21 +238,22 @@ async def traffic(client: Any, params: Callable[[int], dict[str, Any]], count: i
 
 
 @contextlib.contextmanager
-def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> Iterator[None]:
+def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]], endpoint: Callable[[Any], Any] = chat_endpoint) -> Iterator[Sent]:
     """For a sync call: the neighbours in flight on a private event loop in a thread while the
     block runs (``new_client()`` builds that loop's async client, ``endpoint`` as
-    :func:`abeside`'s); cancelled when it ends."""
+    :func:`abeside`'s); cancelled when it ends. The block gets a :class:`Sent` (:func:`abeside`)."""
     if not neighbours:
-        yield
+        yield Sent()
         return
     started = threading.Event()
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"sent": Sent(len(neighbours))}
 
     async def run() -> None:
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
         client = new_client()
         try:
-            async with abeside(client, neighbours, endpoint):
+            async with abeside(client, neighbours, endpoint) as sent:
+                state["sent"] = sent
                 started.set()
                 await state["stop"].wait()
         finally:
@@ -232,7 +264,7 @@ def beside(new_client: Callable[[], Any], neighbours: list[dict[str, Any]], endp
     worker.start()
     started.wait(timeout=10)
     try:
-        yield
+        yield state["sent"]
     finally:
         if "stop" in state:
             with contextlib.suppress(RuntimeError):  # the loop already ended

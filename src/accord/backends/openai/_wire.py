@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..._types import Completion, Request, Usage
@@ -66,6 +66,24 @@ def response_format(schema: Schema[Any]) -> dict[str, Any] | None:
 
 #: The one property a bare schema (a choice, a scalar, a list, a pattern) is wrapped in.
 WRAPPER = "answer"
+
+
+@functools.lru_cache(maxsize=256)
+def grammar_schema(schema: Schema[Any], labels: frozenset[str]) -> Schema[Any]:
+    """The schema a server's grammar is sent for one request: the run's, with its lists of labels
+    bounded (:func:`accord.schema._bounds.bounded_labels`: a list the model keeps adding to closes
+    within the first call, not at ``max_tokens``)."""
+    if not labels:
+        return schema
+    from ...schema._bounds import bounded_labels
+
+    return bounded_labels(schema, labels)
+
+
+def sent(request: Request) -> Request:
+    """The request with the schema its ``response_format`` carries (:func:`grammar_schema`)."""
+    schema = grammar_schema(request.schema, request.labels)
+    return request if schema is request.schema else replace(request, schema=schema)
 
 
 @functools.lru_cache(maxsize=256)
