@@ -32,9 +32,12 @@ the largest change) and the share a floor at that largest change (the maximum ru
 checks and contradicted checks; accepted answers another load's answer contradicts. Then each
 target of issue 43, met or not, with its value.
 
+Beside them, the floor ``accord calibrate`` measures on the deployment (by hand, 8 in flight) and
+the share of answers a gate with that floor (the maximum rule) would settle: the target on bfloat16.
+
 ``--apps``: the application schemas (benchmarks/apps_data) on the first deployment, quiet: requests
 per answer and ``NoConsensus``. ``--quick`` (the test suite): the session's vLLM when one is up
-(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 3 items, quiet and 4 in flight.
+(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 3 items, quiet and 4 in flight, no hand calibration.
 """
 
 from __future__ import annotations
@@ -162,7 +165,7 @@ def started(name: str) -> Iterator[tuple[str, str, float] | str]:
         yield server.url, server.model, server.started_in
 
 
-def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int], noise_file: Path) -> None:
+def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int], noise_file: Path, *, hand: bool = True) -> None:
     import openai
 
     from vllm import Load
@@ -180,7 +183,7 @@ def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int
                     print(f"  {deployment.name}, {load} in flight: {n}/{len(items)} items ({time.perf_counter() - begin:.0f} s)", flush=True)
     said = backend.describe()
     deployment.noise = dict(next(iter(said.get("noise", {}).values()), {}))
-    deployment.noise["hand floor"] = hand_floor(deployment)
+    deployment.noise["hand floor"] = hand_floor(deployment) if hand else None
     deployment.noise["gate"] = said.get("gate")
     deployment.noise["neighbours"] = said.get("neighbours")
     backend.close()
@@ -260,8 +263,11 @@ def figures(deployment: Deployment, items: list[dict[str, Any]], loads: list[int
         "right on gold, plain": {str(load): sum(deployment.answers[(i["id"], load)]["plain"].key == gold[i["id"]] for i in items)
                                  for load in loads},
         "errors": sorted({a.error for a in every if a.error}),
+        "first ballots' smallest decisive margin": _spread(first_margins),
         "accepted answers another load contradicts": contradicted_by_load,
         "noise": noise,
+        "each": {f"{item} @{load}": {arm: vars(answer) for arm, answer in arms.items()} for (item, load), arms in deployment.answers.items()},
+        "gold": gold,
     }
 
 
@@ -280,6 +286,7 @@ def report(name: str, found: dict[str, Any], loads: list[int], items: int) -> li
         f"  learned noise: {noise.get('steps', 0)} steps, {noise.get('pairs', 0)} pairs, loads {noise.get('loads')}; quantiles "
         f"p50 {_n(q.get('p50'), 4)} p90 {_n(q.get('p90'), 4)} p99 {_n(q.get('p99'), 4)} max {_n(q.get('max'), 4)}; a step clears "
         f"its share of the risk from {_n(noise.get('clearing_margin'), 3)}",
+        "  first ballots' smallest decisive margin (after learning): " + str(found["first ballots' smallest decisive margin"]),
         f"  checks {noise.get('checks', 0)}, contradicted {noise.get('contradicted', 0)}; accepted answers another load contradicts: "
         f"{found['accepted answers another load contradicts']}; errors: {', '.join(found['errors']) or 'none'}",
     ]
@@ -303,6 +310,16 @@ def targets(name: str, found: dict[str, Any]) -> list[str]:
     contradicted = found["noise"].get("contradicted", 0) + found["accepted answers another load contradicts"]
     lines.append(f"- {name}: accepted answers contradicted {contradicted} (target 0): {'met' if contradicted == 0 else 'NOT met'}")
     return lines
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    """p10, p50, p90 of some margins, and the share of them under 0.5 and 1.0 logits."""
+    if not values:
+        return {}
+    ordered = sorted(values)
+    at = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)  # noqa: E731
+    return {"p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "under 0.5": round(sum(v < 0.5 for v in values) / len(values), 3),
+            "under 1.0": round(sum(v < 1.0 for v in values) / len(values), 3)}
 
 
 def _n(value: Any, digits: int = 2) -> str:
@@ -349,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         deployment: Deployment | None = None
         if url:
             deployment = Deployment(name, url, model or _only_model(url), 0.0)
-            measure(deployment, items, loads, scratch / "noise.json")
+            measure(deployment, items, loads, scratch / "noise.json", hand=not args.quick)
         else:
             with started(name) as up:
                 if isinstance(up, str):
@@ -358,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 deployment = Deployment(name, up[0], up[1], up[2])
                 print(f"{name}: started in {up[2]:.0f} s", flush=True)
-                measure(deployment, items, loads, scratch / f"{name}.json")
+                measure(deployment, items, loads, scratch / f"{name}.json", hand=not args.quick)
                 if args.apps and not any(r for r in results.values() if "apps" in r):
                     apps(deployment, args.app_limit)
         found = figures(deployment, items, loads)

@@ -139,7 +139,9 @@ def answer(rng: random.Random, label: str, gaps: list[float], jitter: float) -> 
 
 def backend_on(handler: Any, **options: Any) -> Any:
     client = openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
-    return models.openai(client, **{"model": "m", "capabilities": Capabilities(), "structured": False, "spread": False, **options})
+    # spread: ballots one at a time, later ones with batch neighbours (sent to a closed port: they fail, as a
+    # neighbour may, and still count in the load), so two ballots of a prompt never both ran alone
+    return models.openai(client, **{"model": "m", "capabilities": Capabilities(), "structured": False, **options})
 
 
 def test_a_server_learns_its_noise_from_its_own_ballots_then_accepts_one_call_and_checks_some(tmp_path, monkeypatch):
@@ -170,7 +172,8 @@ def test_a_server_learns_its_noise_from_its_own_ballots_then_accepts_one_call_an
     (learned,) = said["noise"].values()
     assert said["gate"].startswith("on: accepts one ballot") and learned["checks"] >= 1 and learned["contradicted"] == 0
     assert learned["steps"] >= MIN_STEPS and learned["quantiles"]["max"] <= 0.125
-    assert said["neighbours"] == "off (spread=False)"
+    assert said["neighbours"].startswith("on")  # a loopback server: its own
+    assert learning.usage.neighbour_requests == 4 and learning.usage.requests == 7  # ballot 1 with one, ballot 2 with three
     # Another process on the machine reads what this one learned.
     again = Stabilizer(backend_on(handler), Verdict).run("one more")
     assert again.gate in ("certified", "checked")
@@ -200,3 +203,14 @@ def test_neighbours_are_off_on_a_hosted_api_and_counted_where_they_go():
     own = models.openai(base_url="http://127.0.0.1:9/v1", model="m")
     assert own.neighbours and "neighbour_requests" in own.describe()["neighbours"]
     assert not models.openai(base_url="http://127.0.0.1:9/v1", model="m", spread=False).neighbours
+
+
+def test_two_ballots_that_both_ran_alone_teach_nothing(tmp_path):
+    learner = noise.NoiseLearner(noise.NoiseStore(tmp_path / "noise.json"))
+    steps = [("a", {"a": -0.1, "b": -0.6}), ("b", {"b": -0.2, "c": -0.9})]
+    moved = [("a", {"a": -0.1, "b": -0.7}), ("b", {"b": -0.2, "c": -0.9})]
+    assert learner.heard("http://127.0.0.1:9/v1", "m", None, "p", steps=steps, load=1) == 0
+    assert learner.heard("http://127.0.0.1:9/v1", "m", None, "p", steps=moved, load=1) == 0  # one computation twice
+    assert learner.heard("http://127.0.0.1:9/v1", "m", None, "p", steps=moved, load=3) == 4  # against each earlier one
+    (entry,) = json.loads((tmp_path / "noise.json").read_text())["deployments"].values()
+    assert entry["bins"]["<=4"]["hist"] == {"0.000": 3, "0.100": 1}

@@ -258,7 +258,7 @@ def test_logprobs_are_the_winning_ballots(client: openai.OpenAI) -> None:
     assert len(content[0].top_logprobs) == 3
 
 
-def test_usage_is_what_the_upstream_billed(client: openai.OpenAI, fake_upstream: Any) -> None:
+def test_usage_is_what_the_upstream_billed(client: openai.OpenAI, fake_upstream: Any, serve_proxy: Any) -> None:
     ask(client, fresh(say=[json.dumps(RIGHT)]), {"k": 1})  # the session's response_format probe, if not made yet, is behind us
     prompt = fresh(say=NOISY)
     completion = ask(client, prompt, {"k": 5})
@@ -266,8 +266,13 @@ def test_usage_is_what_the_upstream_billed(client: openai.OpenAI, fake_upstream:
     assert completion.usage.prompt_tokens == billed["prompt_tokens"] > 0
     assert completion.usage.completion_tokens == billed["completion_tokens"] > 0
     assert completion.usage.total_tokens == billed["prompt_tokens"] + billed["completion_tokens"]
-    upstream = completion.model_extra["accord"]["upstream_usage"]  # the batch neighbours that answered, too
+    summary = completion.model_extra["accord"]
+    upstream = summary["upstream_usage"]  # the batch neighbours that answered, too
     assert upstream["total_tokens"] >= completion.usage.total_tokens
+    # every request sent: the ballots and each neighbour (a loopback upstream: neighbours go), answered or cancelled
+    assert summary["upstream_requests"] == summary["calls"] + summary["neighbour_requests"] and summary["neighbour_requests"] >= 1
+    metrics = httpx.get(f"{serve_proxy.root}/metrics", headers=_auth()).text
+    assert _sample(metrics, "accord_serve_neighbour_requests_total") >= summary["neighbour_requests"]
 
 
 def test_models_are_forwarded(client: openai.OpenAI) -> None:

@@ -14,7 +14,6 @@ so processes that start at once neither clash nor repeat the work.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -23,11 +22,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..._errors import ModelNotInstalled
+from ..._locks import file_lock
 from ._backend import TransformersBackend
 from ._load import cache_root, file_sha256, quiet_transformers
 
@@ -101,7 +100,7 @@ def converted_folder(
     if (folder / MARKER).is_file():
         return folder, None
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(folder.parent / f".{folder.name}.lock"):
+    with file_lock(folder.parent / f".{folder.name}.lock"):
         if (folder / MARKER).is_file():  # another process finished it while we waited
             return folder, None
         log.info("converting the model %s from GGUF to safetensors (once) into %s", model_id, folder)
@@ -151,17 +150,3 @@ def _convert(gguf: Path, out: Path, model_id: str = MODEL_ID) -> None:
     config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock across processes (POSIX); elsewhere the atomic rename alone keeps it safe."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

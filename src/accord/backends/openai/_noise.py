@@ -34,12 +34,12 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..._locks import file_lock
 from ..._types import Completion
 from ...vote._risk import NoiseTail
 from ._calibrate import gap_changes
@@ -118,7 +118,7 @@ class NoiseStore:
         """Merge samples (and check counts) into the file, under a lock other processes respect."""
         path = self.file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(path.with_suffix(".lock")):
+        with file_lock(path.with_suffix(".lock")):
             try:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
@@ -143,18 +143,6 @@ class NoiseStore:
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(data, sort_keys=True))
             os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    import fcntl
-
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _tails(entry: dict[str, Any]) -> dict[int, tuple[list[float], int]]:
@@ -209,6 +197,8 @@ class NoiseLearner:
                 self._ballots.popitem(last=False)
         given = 0
         for other, other_load in earlier:
+            if max(load, other_load) <= 1:
+                continue  # both ran alone: one computation twice, not a draw of the noise between loads
             deltas = gap_changes(other, steps)
             if deltas:
                 self.store.add(key, fingerprint, bin_of(max(load, other_load)), deltas)
