@@ -37,7 +37,7 @@ the share of answers a gate with that floor (the maximum rule) would settle: the
 
 ``--apps``: the application schemas (benchmarks/apps_data) on the first deployment, quiet: requests
 per answer and ``NoConsensus``. ``--quick`` (the test suite): the session's vLLM when one is up
-(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 3 items, quiet and 4 in flight, no hand calibration.
+(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 2 items, quiet and 4 in flight, no hand calibration.
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # as benchmarks/vllm.py: the longest gold answer is about 30 tokens of JSON
 DEPLOYMENTS = ("vllm-bf16-compact", "vllm-bf16-free", "vllm-f32-compact", "vllm-f32-free", "llama.cpp", "llama.cpp-second")
-QUICK_ITEMS = 3
+QUICK_ITEMS = 2
 LEARNING_PROMPTS = 8  # issue 43: settled figures count after at most this many prompts of learning
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"
+MAX_RULE = accord.Vote(gate=accord.MarginGate(rule="max"))
 
 
 @dataclass
@@ -120,8 +121,8 @@ def plain(client: Any, model: str, item: dict[str, Any]) -> Answer:
         return Answer(None, type(exc).__name__, 1, 1)
 
 
-def decided(backend: Any, item: dict[str, Any]) -> Answer:
-    stab = accord.Stabilizer(backend, schema_of(item).source, settings=accord.Settings(max_tokens=MAX_TOKENS))
+def decided(backend: Any, item: dict[str, Any], vote: accord.Vote | None = None) -> Answer:
+    stab = accord.Stabilizer(backend, schema_of(item).source, settings=accord.Settings(max_tokens=MAX_TOKENS), vote=vote)
     try:
         result = stab.run(item["prompt"])
         error = None
@@ -165,7 +166,8 @@ def started(name: str) -> Iterator[tuple[str, str, float] | str]:
         yield server.url, server.model, server.started_in
 
 
-def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int], noise_file: Path, *, hand: bool = True) -> None:
+def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int], noise_file: Path, *, hand: bool = True,
+            max_rule: bool = False) -> None:
     import openai
 
     from vllm import Load
@@ -179,6 +181,8 @@ def measure(deployment: Deployment, items: list[dict[str, Any]], loads: list[int
         with Load(deployment.url, deployment.model, load):
             for n, item in enumerate(items, 1):
                 deployment.answers[(item["id"], load)] = {"plain": plain(client, deployment.model, item), "accord": decided(backend, item)}
+                if max_rule:  # the same learned noise, read by its largest change (MarginGate(rule="max"))
+                    deployment.answers[(item["id"], load)]["max rule"] = decided(backend, item, MAX_RULE)
                 if n % 10 == 0 or n == len(items):
                     print(f"  {deployment.name}, {load} in flight: {n}/{len(items)} items ({time.perf_counter() - begin:.0f} s)", flush=True)
     said = backend.describe()
@@ -263,6 +267,7 @@ def figures(deployment: Deployment, items: list[dict[str, Any]], loads: list[int
         "right on gold, plain": {str(load): sum(deployment.answers[(i["id"], load)]["plain"].key == gold[i["id"]] for i in items)
                                  for load in loads},
         "errors": sorted({a.error for a in every if a.error}),
+        "max rule": _max_rule(deployment, items, loads, gold),
         "first ballots' smallest decisive margin": _spread(first_margins),
         "accepted answers another load contradicts": contradicted_by_load,
         "noise": noise,
@@ -287,6 +292,7 @@ def report(name: str, found: dict[str, Any], loads: list[int], items: int) -> li
         f"p50 {_n(q.get('p50'), 4)} p90 {_n(q.get('p90'), 4)} p99 {_n(q.get('p99'), 4)} max {_n(q.get('max'), 4)}; a step clears "
         f"its share of the risk from {_n(noise.get('clearing_margin'), 3)}",
         "  first ballots' smallest decisive margin (after learning): " + str(found["first ballots' smallest decisive margin"]),
+        *([f"  the same noise read by its largest change (MarginGate(rule='max')): {found['max rule']}"] if found.get("max rule") else []),
         f"  checks {noise.get('checks', 0)}, contradicted {noise.get('contradicted', 0)}; accepted answers another load contradicts: "
         f"{found['accepted answers another load contradicts']}; errors: {', '.join(found['errors']) or 'none'}",
     ]
@@ -310,6 +316,20 @@ def targets(name: str, found: dict[str, Any]) -> list[str]:
     contradicted = found["noise"].get("contradicted", 0) + found["accepted answers another load contradicts"]
     lines.append(f"- {name}: accepted answers contradicted {contradicted} (target 0): {'met' if contradicted == 0 else 'NOT met'}")
     return lines
+
+
+def _max_rule(deployment: Deployment, items: list[dict[str, Any]], loads: list[int], gold: dict[str, str]) -> dict[str, Any] | None:
+    """The arm that reads the same learned noise by its largest change (``--max-rule``)."""
+    cells = [deployment.answers[(i["id"], load)].get("max rule") for load in loads for i in items]
+    found = [c for c in cells if c is not None]
+    if not found:
+        return None
+    after = [c for c in found if c.gate != "learning"] or found
+    per_item = [[(deployment.answers[(i["id"], load)]["max rule"].key or MISSING) for load in loads] for i in items]
+    return {"settled by the gate": round(sum(c.gate == "certified" for c in after) / len(after), 3),
+            "requests per answer after learning": round(sum(c.requests for c in after) / len(after), 3),
+            "TARa across loads": total_agreement(per_item),
+            "right on gold": sum(deployment.answers[(i["id"], load)]["max rule"].key == gold[i["id"]] for i in items for load in loads)}
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -336,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=20, help="items of the task set, spread over the kinds (default 20)")
     parser.add_argument("--deployments", default=None, help=f"comma-separated, of {', '.join(DEPLOYMENTS)} (default: all)")
     parser.add_argument("--loads", default=None, help="requests in flight beside, in turn (default 0,4,16; --quick: 0,4)")
+    parser.add_argument("--max-rule", action="store_true", help="a third arm: the learned noise read by its largest change")
     parser.add_argument("--apps", action="store_true", help="the application schemas too, on the first deployment, quiet")
     parser.add_argument("--app-limit", type=int, default=3, help="inputs per application schema (default 3)")
     parser.add_argument("--base-url", default=None, help="measure a running server instead of starting the deployments")
@@ -366,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         deployment: Deployment | None = None
         if url:
             deployment = Deployment(name, url, model or _only_model(url), 0.0)
-            measure(deployment, items, loads, scratch / "noise.json", hand=not args.quick)
+            measure(deployment, items, loads, scratch / "noise.json", hand=not args.quick, max_rule=args.max_rule)
         else:
             with started(name) as up:
                 if isinstance(up, str):
@@ -375,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 deployment = Deployment(name, up[0], up[1], up[2])
                 print(f"{name}: started in {up[2]:.0f} s", flush=True)
-                measure(deployment, items, loads, scratch / f"{name}.json", hand=not args.quick)
+                measure(deployment, items, loads, scratch / f"{name}.json", hand=not args.quick, max_rule=args.max_rule)
                 if args.apps and not any(r for r in results.values() if "apps" in r):
                     apps(deployment, args.app_limit)
         found = figures(deployment, items, loads)
@@ -385,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                              "NoConsensus": sum(c["error"] == "NoConsensus" for c in cells),
                              "errors": sorted({c["error"] for c in cells if c["error"]}), "each": deployment.apps}
         results[name] = found
-        lines += report(name, found, loads, len(items))
+        block = report(name, found, loads, len(items))
+        lines += block
         if "apps" in found:
             a = found["apps"]
             lines.append(f"  application schemas ({a['answers']} inputs, quiet): {a['requests per answer']:.2f} requests per answer, "
@@ -394,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"NoConsensus {a['NoConsensus']} (target 0): "
                                 f"{'met' if a['requests per answer'] <= 2.0 and a['NoConsensus'] == 0 else 'NOT met'}")
         target_lines += targets(name.split(" ")[0], found)
-        print("\n".join(lines[-7:]), flush=True)
+        print("\n".join(block), flush=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1, default=str))
     print()

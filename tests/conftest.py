@@ -32,10 +32,18 @@ SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"vllm: uses the session's real vLLM server (skipped only with {SKIP_VLLM}=1)")
-    # The noise accord learns from servers' own ballots (backends/openai/_noise) is kept in a file
-    # of this session's: each session learns from nothing, and nothing learned here reaches the user's cache.
+    # The noise accord learns from servers' own ballots (backends/openai/_noise) is kept in a file of
+    # this session's (each test's: below): nothing learned here reaches the user's cache.
     if "ACCORD_NOISE_FILE" not in os.environ:
         os.environ["ACCORD_NOISE_FILE"] = str(Path(tempfile.mkdtemp(prefix="accord-noise-")) / "learned_noise.json")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_noise(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's HTTP backends learn their server's noise from nothing (a file of its own), as a
+    new deployment would: what one test's ballots taught never changes another's calls. The
+    servers the session starts once (``accord serve``) keep the session's file."""
+    monkeypatch.setenv("ACCORD_NOISE_FILE", str(tmp_path_factory.mktemp("noise", numbered=True) / "learned_noise.json"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
