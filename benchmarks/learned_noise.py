@@ -1,6 +1,6 @@
 """accord with no reference and nothing calibrated by hand: the gate learns each deployment's noise (issue 43).
 
-    python benchmarks/learned_noise.py [--quick] [--limit N] [--deployments D,...] [--loads 0,4,16]
+    python benchmarks/learned_noise.py [--quick] [--limit N] [--deployments D,...] [--loads 0,4,16] [--max-rule]
                                        [--apps [--app-limit N]] [--base-url URL --model NAME] [--json PATH]
 
 Each deployment is started here, as users start it, and learns from nothing (its own learned-noise
@@ -32,7 +32,8 @@ the largest change) and the share a floor at that largest change (the maximum ru
 checks and contradicted checks; accepted answers another load's answer contradicts. Then each
 target of issue 43, met or not, with its value.
 
-Beside them, the floor ``accord calibrate`` measures on the deployment (by hand, 8 in flight) and
+``--max-rule`` adds a third arm: the same learned noise read by its largest change
+(``MarginGate(rule="max")``). Beside them, the floor ``accord calibrate`` measures on the deployment (by hand, 8 in flight) and
 the share of answers a gate with that floor (the maximum rule) would settle: the target on bfloat16.
 
 ``--apps``: the application schemas (benchmarks/apps_data) on the first deployment, quiet: requests

@@ -214,3 +214,35 @@ def test_two_ballots_that_both_ran_alone_teach_nothing(tmp_path):
     assert learner.heard("http://127.0.0.1:9/v1", "m", None, "p", steps=moved, load=3) == 4  # against each earlier one
     (entry,) = json.loads((tmp_path / "noise.json").read_text())["deployments"].values()
     assert entry["bins"]["<=4"]["hist"] == {"0.000": 3, "0.100": 1}
+
+
+def test_a_server_s_count_is_polled_while_a_ballot_runs_longer_than_the_idle_time(monkeypatch):
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"vllm:num_requests_running 7\n"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(load_, "IDLE", 0.2)
+    monkeypatch.setattr(load_, "PERIOD", 0.05)
+    monkeypatch.setattr(load_, "FRESH", 0.15)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    loads = load_.ServerLoad()
+    loads.watch(url)
+    time.sleep(0.6)  # a long ballot: three idle times, still in flight
+    assert loads.read(url, own=1) == 7 and loads.others(url) == 6
+    loads.done(url)
+    time.sleep(0.6)
+    assert loads.read(url) is None  # polling stopped once nothing was in flight: the count goes stale
+    server.shutdown()

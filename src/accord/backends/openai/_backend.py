@@ -269,9 +269,8 @@ class OpenAIBackend(Exchanges):
             return spreading.noted(completion, sent)
 
     @property
-    def neighbours(self) -> bool:
-        """Whether ballots after the first go with batch neighbours: where spreading is on and every
-        server is the user's own (a hosted API bills them and batches as it will: :mod:`._spread`)."""
+    def neighbours(self) -> bool:  # spreading, and every server the user's own (:mod:`._spread`)
+        """Whether ballots after the first go with batch neighbours (never to a hosted API)."""
         return self.spread and all(self_hosted(server.shown) for server in self.servers)
 
     def _neighbours(self, request: Request, server: Server) -> list[dict[str, Any]]:
@@ -296,9 +295,10 @@ class OpenAIBackend(Exchanges):
 
     @contextlib.contextmanager
     def _in_flight(self, server: Server) -> Iterator[None]:
-        """This backend's requests on ``server`` counted while the block runs (the ballots' load)."""
+        """This backend's requests on ``server`` counted while the block runs (the ballots' load),
+        and the server's own count polled meanwhile (:mod:`._load`)."""
         if self._noise is not None:
-            self._noise.loads.watch(server.shown)  # the server's own count, polled meanwhile (._load)
+            self._noise.loads.watch(server.shown)
         with self._lock:
             self._flying[server.shown] = self._flying.get(server.shown, 0) + 1
         try:
@@ -306,6 +306,8 @@ class OpenAIBackend(Exchanges):
         finally:
             with self._lock:
                 self._flying[server.shown] -= 1
+            if self._noise is not None:
+                self._noise.loads.done(server.shown)
 
     def _taught(self, request: Request, server: Server, completion: Completion, neighbours: int = 0) -> Completion:
         """A ballot's tokens, learned from: compared with the reference's (:func:`._learning.taught`)
@@ -315,8 +317,7 @@ class OpenAIBackend(Exchanges):
         return taught(self._learner, request, server.shown, self._model_of(server), completion)
 
     def _paired(self, request: Request, server: Server, completion: Completion, neighbours: int) -> Completion:
-        """The ballot's tokens learned from at its load (:meth:`._noise.NoiseLearner.ballot`)."""
-        assert self._noise is not None
+        assert self._noise is not None  # the ballot's tokens learned from at its load (._noise.NoiseLearner.ballot)
         with self._lock:
             own = self._flying.get(server.shown, 1) + neighbours
         return self._noise.ballot(server.shown, self._model_of(server), spreading.prompt_key(request), completion, own)

@@ -42,26 +42,35 @@ def self_hosted(url: str) -> bool:
 
 class ServerLoad:
     """A self-hosted server's ``/metrics`` count of the requests it runs and queues, polled in a
-    daemon thread every :data:`PERIOD` seconds while the backend sends ballots (:meth:`watch`), so
-    reading it (:meth:`read`) never waits on the server. A server with no such count (one failed
-    read) is never asked again."""
+    daemon thread every :data:`PERIOD` seconds while the backend has ballots there (:meth:`watch`,
+    :meth:`done`) and :data:`IDLE` seconds after, so reading it (:meth:`read`) never waits on the
+    server. A server with no such count (one failed read) is never asked again."""
 
     def __init__(self) -> None:
         self._absent: set[str] = set()
         self._seen: dict[str, tuple[float, int]] = {}  # url -> (when, requests it runs and queues)
         self._others: dict[str, tuple[float, int]] = {}  # url -> (when, requests of others it ran)
-        self._wanted: dict[str, float] = {}  # url -> when a ballot last went to it
+        self._wanted: dict[str, float] = {}  # url -> when a ballot last went to it or came back
+        self._active: dict[str, int] = {}  # url -> ballots there now
         self._polling: set[str] = set()
         self._lock = threading.Lock()
 
+    def done(self, base_url: str) -> None:
+        """A ballot :meth:`watch` saw go to ``base_url`` came back."""
+        with self._lock:
+            if self._active.get(base_url):
+                self._active[base_url] -= 1
+                self._wanted[base_url] = time.monotonic()
+
     def watch(self, base_url: str) -> None:
-        """A ballot goes to ``base_url``: keep its count fresh while ballots go there."""
+        """A ballot goes to ``base_url``: keep its count fresh while ballots are there (:meth:`done`)."""
         if not self_hosted(base_url):
             return
         with self._lock:
             if base_url in self._absent:
                 return
             self._wanted[base_url] = time.monotonic()
+            self._active[base_url] = self._active.get(base_url, 0) + 1
             if base_url in self._polling:
                 return
             self._polling.add(base_url)
@@ -76,7 +85,8 @@ class ServerLoad:
                     self._absent.add(base_url)
                 else:
                     self._seen[base_url] = (now, found)
-                if found is None or now - self._wanted.get(base_url, 0.0) > IDLE:
+                idle = not self._active.get(base_url) and now - self._wanted.get(base_url, 0.0) > IDLE
+                if found is None or idle:
                     self._polling.discard(base_url)
                     return
             time.sleep(PERIOD)
