@@ -234,8 +234,11 @@ def test_the_server_s_noise_is_learned_from_its_own_ballots_then_one_call_settle
             await asyncio.sleep(1.0)
             return [await Stabilizer(model, schema=schema).arun(prompt) for schema, prompt in LEARNING[2:4]]
 
-    for result in asyncio.run(loaded()):
-        assert result.ballots[0].meta["load"] > seen and result.gate == "learning" and result.calls >= 2, result.ballots
+    first, *_ = results = asyncio.run(loaded())
+    assert all(r.ballots[0].meta["load"] > seen for r in results), [r.ballots[0].meta for r in results]
+    assert first.gate == "learning" and first.calls >= 3 and first.stopped_because != "gate", first.ballots  # refused: learned from
+    (after,) = model.describe()["noise"].values()
+    assert max(int(name.lstrip("<=>")) for name in after["loads"]) > seen  # its ballots taught the gate that load
 
 
 CLEAR_PROMPTS = [  # each a clear decision for this model in bfloat16 and float32 alike, in both layouts
