@@ -213,6 +213,7 @@ LEARNING = [  # short tasks of the kind the gate then decides (benchmarks/tasks.
 def test_the_server_s_noise_is_learned_from_its_own_ballots_then_one_call_settles_and_an_unseen_load_is_learned_not_accepted(
         vllm_server, tmp_path, monkeypatch):
     monkeypatch.setenv("ACCORD_NOISE_FILE", str(tmp_path / "noise.json"))
+    monkeypatch.setenv("ACCORD_CACHE_DIR", str(tmp_path))  # no floor calibrated for this port by another test
     model = backend(vllm_server, max_tokens=24)
     assert model.describe()["gate"].startswith("on, learning") and model.neighbours  # a loopback server: its own
     first = Stabilizer(model, schema=Sentiment).run(MIXED)

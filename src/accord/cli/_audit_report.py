@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -372,7 +373,8 @@ def _http_phases(items: Sequence[Item], backend: Backend, settings: Settings, to
     with progress(len(items), "stabilized") as tick:
         stable = _audit.http_stabilized_phase(items, backend, n, tokens, tick, concurrency=spread)
     noise = backend.noise()
-    floors = {backend.dtype or "server": {"calibrated": noise.floor}} if noise is not None and noise.floor is not None else {}
+    floor = noise.floor if noise is not None and noise.learned is None else None  # a learned noise has no floor
+    floors = {backend.dtype or "server": {"calibrated": floor}} if floor is not None and math.isfinite(floor) else {}
     return raw, stable, floors
 
 
