@@ -178,5 +178,5 @@ def test_the_real_vllm_behind_ray(ray_cluster, vllm_server):
     ds = ray.data.from_items([{"prompt": f"Answer yes or no. {q}"} for q in questions])
     out = pa.Table.from_pylist(stabilize_dataset(ds, Recipe(model, Literal["yes", "no"], vote=Vote(k=1, gate=None)), actors=1, num_cpus=0.5).take_all())
     got = out.to_pylist()
-    assert len(got) == 2 and all(r["error_type"] is None for r in got), got
+    assert len(got) == 2 and all(r["error_type"] is None for r in got), [(r["error_type"], r["error_message"]) for r in got]
     assert all(json.loads(r["value"]) in ("yes", "no") and r["calls"] >= 1 and r["prompt_tokens"] > 0 for r in got)

@@ -17,6 +17,8 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+import httpx  # imported here, once: a poller thread importing it while the caller's thread does half-imports it for both
+
 METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs", "sglang:num_queue_reqs",
            "llamacpp:requests_processing", "llamacpp:requests_deferred")
 PERIOD = 0.25  # seconds between two polls of a server's /metrics while ballots go to it
@@ -112,8 +114,6 @@ class ServerLoad:
 
 def _fetch(base_url: str) -> int | None:
     try:
-        import httpx
-
         response = httpx.get(_metrics_url(base_url), timeout=2.0)
         return _running(response.text) if response.status_code == 200 else None
     except Exception:  # noqa: BLE001 - a load read is a hint: any failure means "not known"
