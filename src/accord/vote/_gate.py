@@ -28,7 +28,7 @@ from .._errors import ConfigError
 from ._risk import NoiseTail
 
 if TYPE_CHECKING:
-    from ..backends._base import Backend
+    from ..backends._base import Backend, Noise
 
 
 SHOWN = 16  # fragile step positions kept per ballot
@@ -87,21 +87,23 @@ class MarginGate:
         noise = backend.noise()
         return None if noise is None or noise.floor is None else float(noise.floor)
 
-    def learned(self, backend: Backend | None) -> Learned | None:
-        """The backend's learned noise, when this gate reads it (no floor given)."""
+    def learned(self, backend: Backend | None, noise: Noise | None = None) -> Learned | None:
+        """The backend's learned noise (``noise``: its ``noise()``, when read already), when this
+        gate reads it (no floor given)."""
         if self.floor is not None or backend is None:
             return None
-        noise = backend.noise()
+        noise = noise if noise is not None else backend.noise()
         found = None if noise is None else noise.learned
         return found if isinstance(found, Learned) else None
 
     def check(self, margins: tuple[float, ...] | None, backend: Backend | None = None, load: int | None = None) -> Margins:
         """What the gate makes of one ballot's decisive margins; ``load``: the requests the
         deployment had in flight while it ran (the learned rule holds only at loads it saw)."""
-        learned = self.learned(backend)
+        noise = backend.noise() if self.floor is None and backend is not None else None  # read once per ballot
+        learned = self.learned(backend, noise)
         if learned is not None and margins:
             return self.read_learned(margins, learned, load)
-        floor = self.floor_for(backend)
+        floor = self.floor if self.floor is not None or noise is None or noise.floor is None else float(noise.floor)
         if not margins:
             return Margins(None, None, floor, None)
         low = min(margins)

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -122,36 +122,28 @@ def steps_of(choice: Any) -> list[tuple[str, dict[str, float]]]:
     return found
 
 
-def gap_changes(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> list[float]:
-    """delta(t) at each token both answers share, up to and including the first that differs (a
-    step where no competitor is listed in both is not a sample)."""
-    found = []
+def _compared(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> Iterator[list[float]]:
+    """Per token both answers list (up to and including the first that differs): the gap changes
+    against each competitor both list, the finite ones."""
     for (token, tops), (other, others) in zip(alone, loaded, strict=False):
         if token in tops and token in others:
             a, b = tops[token], others[token]
-            changes = [abs((a - tops[v]) - (b - others[v])) for v in tops.keys() & others.keys() - {token}]
-            changes = [c for c in changes if math.isfinite(c)]
-            if changes:
-                found.append(max(changes))
+            changes = (abs((a - tops[v]) - (b - others[v])) for v in tops.keys() & others.keys() - {token})
+            yield [c for c in changes if math.isfinite(c)]
         if token != other:
             break
-    return found
+
+
+def gap_changes(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> list[float]:
+    """delta(t) at each token both answers share, up to and including the first that differs (a
+    step where no competitor is listed in both is not a sample)."""
+    return [max(changes) for changes in _compared(alone, loaded) if changes]
 
 
 def gap_change(alone: list[tuple[str, dict[str, float]]], loaded: list[tuple[str, dict[str, float]]]) -> tuple[float, int]:
     """The largest delta(t) along the shared tokens (and the first token that differs); the steps compared."""
-    worst, compared = 0.0, 0
-    for (token, tops), (other, others) in zip(alone, loaded, strict=False):
-        if token in tops and token in others:
-            a, b = tops[token], others[token]
-            for v in tops.keys() & others.keys() - {token}:
-                change = abs((a - tops[v]) - (b - others[v]))
-                if math.isfinite(change):
-                    worst = max(worst, change)
-            compared += 1
-        if token != other:
-            break
-    return worst, compared
+    steps = list(_compared(alone, loaded))
+    return max((c for changes in steps for c in changes), default=0.0), len(steps)
 
 
 async def _measure(
