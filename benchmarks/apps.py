@@ -41,7 +41,7 @@ field the share of answers whose ballots differed; which fields were decisive an
 of benchmarks/tasks.py (:data:`TASK_IDS`), quiet on the same vLLM: right on gold of one plain
 strict ``response_format`` call, accord with the float32 reference, accord without.
 
-``--quick`` (the test suite): the first input of the ticket and profile schemas (:data:`QUICK_APPS`;
+``--quick`` (the test suite): the first input of the ticket schema (:data:`QUICK_APPS`;
 ``--apps`` names others), embedded float32 only. ``--seconds``
 bounds each deployment: inputs not reached in it are left out of every figure (and counted).
 """
@@ -79,7 +79,7 @@ REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"
 SECTIONS = ("embedded", "second", "vllm", "tasks")
 OWN = apps_report.OWN  # the model's own unconstrained answer, the schema shown: its best plain call
 VLLM_DTYPE = "bfloat16"
-QUICK_APPS = ("tickets", "profiles")  # --quick: a ticket (prose, labels) and a profile (a date, lists); invoices' line items are runaway.py's
+QUICK_APPS = ("tickets",)  # --quick: a ticket (prose, labels); invoices' line items are runaway.py's
 TASK_IDS = tuple(f"{kind}-{n}" for kind in ("sentiment", "yesno", "integer", "date", "person") for n in range(4))
 
 

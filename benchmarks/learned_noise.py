@@ -38,7 +38,7 @@ the share of answers a gate with that floor (the maximum rule) would settle: the
 
 ``--apps``: the application schemas (benchmarks/apps_data) on the first deployment, quiet: requests
 per answer and ``NoConsensus``. ``--quick`` (the test suite): the session's vLLM when one is up
-(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 2 items, quiet and 4 in flight, no hand calibration.
+(``$ACCORD_TEST_VLLM_URL``), else vllm-bf16-compact; 1 item, quiet and 4 in flight, no hand calibration.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / ".bench-cache"
 MAX_TOKENS = 48  # as benchmarks/vllm.py: the longest gold answer is about 30 tokens of JSON
 DEPLOYMENTS = ("vllm-bf16-compact", "vllm-bf16-free", "vllm-f32-compact", "vllm-f32-free", "llama.cpp", "llama.cpp-second")
-QUICK_ITEMS = 2
+QUICK_ITEMS = 1
 LEARNING_PROMPTS = 8  # issue 43: settled figures count after at most this many prompts of learning
 REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"
 MAX_RULE = accord.Vote(gate=accord.MarginGate(rule="max"))

@@ -3,8 +3,8 @@ time bound (``accord._retry.DEFAULT_MAX_SECONDS``) must stay well above.
 
     python benchmarks/time_bound.py [--quick] [--only embedded,vllm] [--base-url URL --model NAME]
 
-``--quick`` (in the test suite): one review per policy and one ticket under the default policy, the embedded model, and the
-session's vLLM when the suite has one running (``$ACCORD_TEST_VLLM_URL``); no vLLM is started.
+``--quick`` (in the test suite): one review per policy on the embedded model, and one ticket under the default policy on the
+session's vLLM when the suite has one running (``$ACCORD_TEST_VLLM_URL``; no vLLM is started), else on the embedded model.
 
 Every run has its time bound lifted (``Budget(max_seconds=None)``) so it is measured to its end.
 Two policies: ``Vote(k=5, early_stop=False, gate=None)`` (five ballots every time: the most a default
@@ -67,13 +67,17 @@ def quantile(values: list[float], q: float) -> float:
 
 def measure(name: str, backend: Any, quick: bool) -> list[dict[str, Any]]:
     tickets = TICKETS[:1] if quick else TICKETS
-    reviews = REVIEWS[:1] if quick else REVIEWS
+    reviews = REVIEWS if not quick else REVIEWS[:1] if name == "embedded" else []  # --quick: reviews on the embedded model only
     rows = []
     for policy, vote in POLICIES.items():
         seconds: list[float] = []
         calls = looped = cut = errors = 0
-        # --quick: the ticket under the default policy only (five ticket ballots at k=5 were most of the suite's time here)
-        for schema, prompts in ((Ticket, [] if quick and policy != "default" else tickets), (Sentiment, reviews)):
+        # --quick: the ticket under the default policy only, and on the embedded model only when no vLLM is up
+        # (the embedded model's ticket ballots were most of the suite's time here)
+        ticket = not quick or (policy == "default" and (name != "embedded" or not os.environ.get("ACCORD_TEST_VLLM_URL")))
+        if not (ticket or reviews):
+            continue
+        for schema, prompts in ((Ticket, tickets if ticket else []), (Sentiment, reviews)):
             stab = Stabilizer(backend, schema, vote=vote, budget=Budget(max_seconds=None))
             for prompt in prompts:
                 start = time.perf_counter()

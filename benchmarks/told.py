@@ -20,7 +20,7 @@ item by every arm:
 The strict and own arms are one call each (``Vote(k=1, gate=None)``, ``Retry(attempts=1)``), read
 by accord's reader (lenient extraction, then the schema). Printed per model and arm: right on gold,
 valid, calls per answer; the answers accord and the own arm give differently where the own arm's
-is valid; the targets of issue 42 met or not. ``--quick`` (the suite): five items on the embedded
+is valid; the targets of issue 42 met or not. ``--quick`` (the suite): three items on the embedded
 model.
 """
 
@@ -151,7 +151,7 @@ def report(name: str, found: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="five items on the embedded model (the test suite)")
+    parser.add_argument("--quick", action="store_true", help="three items on the embedded model (the test suite)")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--limit", type=int, default=None, help="only N items, evenly spread over the list (so over the kinds)")
     parser.add_argument("--json", type=Path, default=ROOT / ".bench-cache" / "told.json", help="where every outcome is written")
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(names) - set(MODELS):
         parser.error(f"unknown models {sorted(unknown)}; models are {', '.join(MODELS)}")
     items = tasks.items()
-    limit = 5 if args.quick else args.limit
+    limit = 3 if args.quick else args.limit
     if limit:
         items = [items[i * len(items) // limit] for i in range(min(limit, len(items)))]
     found = {name: run_model(name, items) for name in names}

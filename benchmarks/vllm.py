@@ -26,7 +26,7 @@ Arms (every call greedy, ``max_tokens=48``):
 
 Per arm: validity (the share of answers that validate; the rest are typed errors or failed
 parses), TARa across the two conditions (the share of items with the same answer in both),
-accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (2 items,
+accuracy against gold (quiet / loaded), calls per answer, and wall time. ``--quick`` (1 item,
 arms a-c, 4 requests of load, calibrate and arms) runs in the test suite.
 
 Two more sections (benchmarks/vllm_reference.py): ``reference``, near-tied tasks under a sweep of
@@ -77,7 +77,7 @@ REUSE_URL, REUSE_MODEL = "ACCORD_TEST_VLLM_URL", "ACCORD_TEST_VLLM_MODEL"  # set
 MAX_TOKENS = 48  # the longest gold answer (a person) is about 30 tokens of JSON
 DTYPE = "bfloat16"  # what the server computes in (vLLM does not report it; the floor is stored under it)
 CONDITIONS = ("quiet", "loaded")
-QUICK_ITEMS = 2
+QUICK_ITEMS = 1
 ACCURACY_ITEMS = 20  # the accuracy section's tasks: pick(tasks.items(), 20), chosen before it was run
 ARMS = {
     "a": "raw greedy + json.loads",

@@ -255,7 +255,8 @@ def _status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError
 
 
 class LoopbackServer:
-    """A raw HTTP/1.1 server on 127.0.0.1: reads each request, then runs ``behaviour(conn)``."""
+    """A raw HTTP/1.1 server on 127.0.0.1: reads each request, then runs ``behaviour(conn)``; a
+    ``GET /metrics`` (the load poller, which reads any self-hosted server) gets a 404 instead."""
 
     def __init__(self, behaviour: Callable[[socket.socket], None]) -> None:
         self.behaviour = behaviour
@@ -298,6 +299,9 @@ class LoopbackServer:
             while len(body) < length:
                 body += conn.recv(65536)
             conn.settimeout(None)
+            if head.split(b" ", 2)[:1] == [b"GET"] and b"/metrics" in head.split(b"\r\n", 1)[0]:
+                self.answer(conn, 404, b"{}")  # the load poller's read of a self-hosted server: not the fault under test
+                return
             self.behaviour(conn)
         except OSError:
             pass

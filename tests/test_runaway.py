@@ -131,3 +131,27 @@ def test_describe_warns_about_a_list_of_objects_with_no_bound() -> None:
         tags: list[str]  # labels: a loop among them is closed, and they are not objects
 
     assert "warnings" not in Stabilizer(models.scripted([]), Bounded).describe()
+
+
+@pytest.mark.model
+def test_the_embedded_model_writes_a_bounded_invoice_longer_than_its_default_in_one_uncut_call(local_model) -> None:
+    """The invoice with up to five line items is about 260 tokens in the embedded model's indented
+    layout; the local default is 256. The first call is sized to the schema (``schema._size``),
+    so the answer is not cut and asked again from its first token."""
+    import sys
+    from pathlib import Path
+
+    from accord.schema._size import answer_tokens
+
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        from apps_data.invoices import INSTRUCTION, ITEMS
+        from runaway import BoundedInvoice
+    finally:
+        sys.path[:] = [p for p in sys.path if p != folder]  # the benchmarks folder holds a vllm.py: off the path again
+    assert local_model.sizes_max_tokens and local_model.default_max_tokens == 256
+    result = Stabilizer(local_model, BoundedInvoice).run(INSTRUCTION + ITEMS[0]["text"])
+    first = result.ballots[0]
+    assert 256 < first.usage.completion_tokens < answer_tokens(accord.Schema.of(BoundedInvoice).json_schema), first.text
+    assert not any((b.error or {}).get("stage") == "truncated" for b in result.ballots) and result.value is not None

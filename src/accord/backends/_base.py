@@ -23,6 +23,8 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     perturbable               ballots can run under ``accord.Perturb`` perturbations (default False);
                               ``accord audit`` measures the noise floors of such a backend
     default_max_tokens        the output budget when the run sets none (default 512)
+    sizes_max_tokens          True: a run whose schema's answer needs more than that asks for
+                              more (``schema._size``; default False: the backend's own was set)
     noise()                   how far numeric noise moves its logits, or None (default None)
     reference                 the deployment of the same weights that decides a prompt whose
                               first ballot was fragile (default None; ``models.openai(...,
@@ -171,6 +173,7 @@ class Backend:
         gives_margins = False
         perturbable = False
         default_max_tokens = DEFAULT_MAX_TOKENS
+        sizes_max_tokens = False  # True: a run whose schema needs more than default_max_tokens asks for more
         reference = None
         # What the command line reads (see the module docstring): optional, None when not known.
         dtype = None
@@ -260,6 +263,7 @@ class Adapted(Backend):
         self.blocking = bool(getattr(inner, "blocking", True))
         self.gives_margins = bool(getattr(inner, "gives_margins", False))
         self.default_max_tokens = int(getattr(inner, "default_max_tokens", DEFAULT_MAX_TOKENS))
+        self.sizes_max_tokens = bool(getattr(inner, "sizes_max_tokens", False))
         floor = getattr(inner, "noise_floor", None)
         floor = floor() if callable(floor) else floor
         self._noise = Noise(float(floor)) if isinstance(floor, (int, float)) and not isinstance(floor, bool) else None

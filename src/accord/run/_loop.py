@@ -29,7 +29,6 @@ Each turn of the loop:
    (valid: cast in the ballot box), asked again (invalid, cut off, a transient fault), or ended:
    the rules are in ``_absorb``'s docstring. A call that raised KeyboardInterrupt or SystemExit
    is not a ballot: it is raised here, once the calls that finished beside it are recorded.
-
 4. The ballot box (``_box``) gives the verdict: the margin gate, the vote (whole-object or
    fieldwise), the vote with predicted ballots counted, or hopeless. Else the budget (seconds,
    tokens, cost, calls: nothing left to run) ends the run. The run ends in :meth:`_Run.end`, the
@@ -57,6 +56,7 @@ from ..prompt._prompt import build_input
 from ..read._extract import shape_of
 from ..schema._roles import render
 from ..schema._schema import Schema
+from ..schema._size import first_call_tokens
 from ..vote._decisive import Decisions
 from ..vote._gate import MarginGate
 from ..vote._predict import Floors
@@ -97,6 +97,7 @@ class _Run(Absorb):
         watch: Watch | None = None, deployment: str | None = None, hint: bool | None = None,
     ):
         self.schema, self.backend, self.policy, self.clock, self.watch = schema, backend, policy, clock, watch
+        self.sized = first_call_tokens(schema.json_schema, backend.default_max_tokens, getattr(backend, "sizes_max_tokens", False))
         self.asked_prompt = prompt
         # Which deployment runs the ballots: recorded on each when the backend has a reference.
         self.deployment = deployment or ("serving" if backend.reference is not None else None)
@@ -323,6 +324,7 @@ class _Run(Absorb):
 
     def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request:
         text = build_input(self.prompt, self.schema, hint=self.hint, feedback=feedback)
+        settings = replace(settings, max_tokens=self.sized) if settings.max_tokens is None and self.sized else settings
         return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation, prose=self.prose, labels=self.labels)
 
     def call(self, slot: Slot, request: Request, delay: float = 0.0) -> None:

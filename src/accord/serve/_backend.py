@@ -84,6 +84,10 @@ class Upstream(Backend):
     def default_max_tokens(self) -> int:
         return self.backends[0].default_max_tokens
 
+    @property
+    def sizes_max_tokens(self) -> bool:
+        return bool(getattr(self.backends[0], "sizes_max_tokens", False))
+
     def noise(self) -> Noise | None:
         found = [b.noise() for b in self.backends]
         if any(n is None or n.floor is None for n in found):

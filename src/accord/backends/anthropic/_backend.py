@@ -37,6 +37,7 @@ from ... import _check
 from ..._errors import ConfigError
 from ..._types import Completion, Request
 from ...schema._schema import Schema
+from .._base import DEFAULT_MAX_TOKENS
 from ..openai import _drivers as drivers
 from ..openai._errors import guard_logs
 from ..openai._spread import Spreader
@@ -80,7 +81,7 @@ class AnthropicBackend(Exchanges):
         *,
         base_url: str | None = None,
         model: str | None = None,
-        max_tokens: int = 512,
+        max_tokens: int | None = None,
         structured: str = "auto",
         spread: bool = True,
         cache_min_tokens: int | None = None,
@@ -89,7 +90,8 @@ class AnthropicBackend(Exchanges):
     ) -> None:
         _checked(model, max_tokens, structured, spread, cache_min_tokens)
         passed = checked_options(client_options)
-        self.model, self.default_max_tokens, self.structured = model, max_tokens, structured
+        self.model, self.default_max_tokens, self.structured = model, max_tokens or DEFAULT_MAX_TOKENS, structured
+        self.sizes_max_tokens = max_tokens is None  # a run whose schema needs more than 512 asks for it (schema._size)
         self.spread, self.cache_min_tokens = spread, cache_min_tokens
         self.capabilities = capabilities if capabilities is not None else SHARED
         timeout = _timeout(passed.pop("timeout", None), client)
@@ -187,7 +189,7 @@ def _checked(model: Any, max_tokens: Any, structured: Any, spread: Any, cache_mi
     """A ConfigError for a model name, output budget, ``structured``, ``spread`` or ``cache_min_tokens`` it cannot take."""
     if model is not None and (not isinstance(model, str) or not model):
         raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
-    _check.integer("", "max_tokens", max_tokens)
+    _check.integer("", "max_tokens", max_tokens, optional=True)
     if not isinstance(structured, str) or structured not in STRUCTURED:
         raise ConfigError(f"structured must be one of {', '.join(map(repr, STRUCTURED))}, got {structured!r}")
     _check.boolean("", "spread", spread)

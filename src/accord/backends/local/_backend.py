@@ -80,7 +80,7 @@ class TransformersBackend(Backend):
         engine: str | Sequence[str] | None = None,
         threads: int | None = None,
         compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
         stop_loops: bool = True,
         trust_remote_code: bool = False,
         layout: str | None = None,
@@ -95,7 +95,7 @@ class TransformersBackend(Backend):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
         self.threads = threads
         self.compile_timeout = compile_timeout
-        self.default_max_tokens = max_tokens
+        self.default_max_tokens, self.sizes_max_tokens = max_tokens or DEFAULT_MAX_TOKENS, max_tokens is None  # None: sized (schema._size)
         _check.boolean("", "stop_loops", stop_loops)
         self.stop_loops = stop_loops
         self._layout = check_layout(layout)

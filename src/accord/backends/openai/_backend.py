@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 from ..._errors import ConfigError
 from ..._threads import spawn
 from ..._types import Completion, Request
-from .._base import Backend, Noise
+from .._base import DEFAULT_MAX_TOKENS, Backend, Noise
 from . import _drivers as drivers
 from . import _options as options
 from . import _spread as spreading
@@ -106,7 +106,7 @@ class OpenAIBackend(Exchanges):
         base_url: str | list[str] | tuple[str, ...] | None = None,
         model: str | None = None,
         api: str = "chat",
-        max_tokens: int = 512,
+        max_tokens: int | None = None,
         structured: bool | str = "auto",
         margins: Margins = DEFAULT_MARGINS,
         spread: bool = True,
@@ -119,10 +119,10 @@ class OpenAIBackend(Exchanges):
         options.checked(model, max_tokens, structured, streamed)
         passed = options.client_options(client_options)
         self.api = options.api_of(api)
-        self.model, self.default_max_tokens, self.structured = model, max_tokens, options.STRUCTURED[structured]
-        self.margins, self.logprobs, self.top_logprobs = margins, margins.logprobs, margins.top_logprobs
-        self.noise_floor, self.dtype = margins.noise_floor, margins.dtype_label
-        self.spread, self.streamed = bool(spread), streamed
+        self.model, self.default_max_tokens, self.structured = model, max_tokens or DEFAULT_MAX_TOKENS, options.STRUCTURED[structured]
+        self.sizes_max_tokens = max_tokens is None  # unset: a run whose schema needs more than 512 asks for it (schema._size)
+        self.margins, self.logprobs, self.top_logprobs, self.noise_floor = margins, margins.logprobs, margins.top_logprobs, margins.noise_floor
+        self.spread, self.streamed, self.dtype = bool(spread), streamed, margins.dtype_label
         self.capabilities = capabilities if capabilities is not None else SHARED
         if reference is not None and not isinstance(reference, Backend):
             raise ConfigError(f"reference must be an accord backend (models.local(...), models.openai(...)), got {type(reference).__name__}")

@@ -104,7 +104,7 @@ def checked(model: Any, max_tokens: Any, structured: Any, streamed: Any) -> None
     """A ConfigError for a model name, output budget, ``structured`` or ``streamed`` it cannot take."""
     if model is not None and (not isinstance(model, str) or not model):
         raise ConfigError(f"model must be a non-empty string or None, got {model!r}")
-    _check.integer("", "max_tokens", max_tokens)
+    _check.integer("", "max_tokens", max_tokens, optional=True)
     if structured not in STRUCTURED:
         raise ConfigError(f'structured must be "auto", True or False, got {structured!r}')
     _check.boolean("", "streamed", streamed)

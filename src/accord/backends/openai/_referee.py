@@ -67,6 +67,10 @@ class Referee(Backend):
         return self.serving.default_max_tokens
 
     @property
+    def sizes_max_tokens(self) -> bool:
+        return bool(getattr(self.serving, "sizes_max_tokens", False))
+
+    @property
     def constrains(self) -> bool:  # the prompt the serving deployment gets
         return self.serving.constrains
 
