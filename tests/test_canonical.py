@@ -109,6 +109,15 @@ def test_dates_in_json_schema_dicts() -> None:
     assert isinstance(ambiguous, Misreading) and ambiguous.errors[0]["loc"] == ("d",)
 
 
+@pytest.mark.parametrize(("written", "day"), [("14/12/2023", "2023-12-14"), ("12/14/2023", "2023-12-14"), ("05/05/2024", "2024-05-05"),
+                                              ("12.02.2024", "2024-02-12"), ("2024.02.12", "2024-02-12")])
+def test_a_date_with_one_reading_is_read_and_two_readings_or_none_are_not(written: str, day: str) -> None:
+    schema = Schema.of({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}})
+    assert valid(f'{{"d": "{written}"}}', schema).value == {"d": day}  # day first or month first: only one is a date
+    for unread in ("03/05/2024", "31/02/2024", "13/13/2024", "1/2/24"):
+        assert isinstance(read(f'{{"d": "{unread}"}}', schema), Misreading), unread
+
+
 def test_fieldwise_vote_keeps_the_fields_ballots_agree_on() -> None:
     class Person(BaseModel):
         name: str

@@ -19,7 +19,9 @@ from ._words import boolean, choice, fold
 
 _NUMERIC = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 
-_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d")
+# A dotted date with the year last is day.month.year ("12.02.2024", as German and most European invoices write it).
+_DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%B %d, %Y", "%b %d, %Y", "%d %B %Y", "%d %b %Y", "%B %d %Y", "%Y.%m.%d", "%d.%m.%Y")
+_DAY_OR_MONTH_FIRST = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")  # 14/12/2023 (day first) or 12/14/2023 (month first)
 
 
 class Said:
@@ -168,4 +170,20 @@ def iso(text: str, fmt: str) -> str:
             return datetime.strptime(text, pattern).date().isoformat()
         except ValueError:
             continue
-    return text
+    return _one_order(text)
+
+
+def _one_order(text: str) -> str:
+    """``a/b/YYYY`` where day-first and month-first give one date (``14/12/2023``, ``12/14/2023``,
+    ``05/05/2024``), to ISO; where they give two (``03/05/2024``), unchanged."""
+    match = _DAY_OR_MONTH_FIRST.fullmatch(text)
+    if match is None:
+        return text
+    a, b, year = (int(part) for part in match.groups())
+    found = set()
+    for month, day in ((b, a), (a, b)):
+        try:
+            found.add(date(year, month, day).isoformat())
+        except ValueError:
+            continue
+    return found.pop() if len(found) == 1 else text
