@@ -189,3 +189,34 @@ def test_an_upstream_that_speaks_messages_reads_its_own_key_and_takes_the_backen
         await alone.aclose()
 
     asyncio.run(built())
+
+
+def test_the_backend_table_turns_learning_off_and_a_bad_value_is_refused() -> None:
+    from accord.serve._router import Router
+
+    config = build({"models": ("local=http://127.0.0.1:9/v1;learn=false",)}, environ={})
+    kept = build({"models": ("local=http://127.0.0.1:9/v1",)}, environ={})
+
+    async def built() -> None:
+        off, on = Router(config, lambda status, seconds: None), Router(kept, lambda status, seconds: None)
+        (quiet,) = off.routes["local"].upstreams.backend("m", "schema").backends
+        (learning,) = on.routes["local"].upstreams.backend("m", "schema").backends
+        assert (quiet.margins.learn, learning.margins.learn) == (False, True)
+        assert quiet.describe()["gate"].startswith("stood aside") and learning.describe()["gate"].startswith("on, learning")
+        await off.aclose()
+        await on.aclose()
+
+    asyncio.run(built())
+    bad = build({"models": ("local=http://127.0.0.1:9/v1;learn=maybe",)}, environ={})
+    with pytest.raises(accord.ConfigError, match="learn"):
+        asyncio.run(_backend_of(bad))
+
+
+async def _backend_of(config: Any) -> None:
+    from accord.serve._router import Router
+
+    router = Router(config, lambda status, seconds: None)
+    try:
+        router.routes["local"].upstreams.backend("m", "schema")
+    finally:
+        await router.aclose()

@@ -46,7 +46,7 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: What an upstream may speak, and where its key is read by default.
 WIRES = {"chat": DEFAULT_KEY_ENV, "messages": "ANTHROPIC_API_KEY"}
 #: ``accord.models.openai`` options a ``[backend]`` table may set.
-BACKEND_OPTIONS = ("noise_floor", "dtype", "spread", "logprobs", "top_logprobs", "structured", "timeout", "max_tokens")
+BACKEND_OPTIONS = ("noise_floor", "dtype", "spread", "logprobs", "top_logprobs", "structured", "timeout", "max_tokens", "learn")
 #: ``accord.models.anthropic`` options a ``[backend]`` table may set for an upstream that speaks Messages.
 MESSAGES_OPTIONS = ("spread", "structured", "timeout", "max_tokens", "cache_min_tokens")
 _MESSAGES_STRUCTURED = ("auto", "output_config", "tool", "off")

@@ -77,14 +77,15 @@ def margins_from(margins: Margins, options: dict[str, Any], where: str = "models
 
 def flat_margins(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with the Margins fields written flat (``logprobs``, ``top_logprobs``,
-    ``noise_floor``, ``dtype``: a config file's ``[backend]`` table, ``accord serve``'s) as one
+    ``noise_floor``, ``dtype``, ``learn``: a config file's ``[backend]`` table, ``accord serve``'s) as one
     ``margins=Margins(...)``, without a warning: that vocabulary is the config file's own."""
-    found = {field: options[name] for name, field in _OLD_MARGINS.items() if name in options}
+    flat = {**_OLD_MARGINS, "learn": "learn"}
+    found = {field: options[name] for name, field in flat.items() if name in options}
     if not found:
         return dict(options)
-    rest = {k: v for k, v in options.items() if k not in _OLD_MARGINS}
+    rest = {k: v for k, v in options.items() if k not in flat}
     return {**rest, "margins": Margins(bool(found.get("logprobs", True)), found.get("top_logprobs", 2), found.get("noise_floor"),
-                                       found.get("dtype_label"))}
+                                       found.get("dtype_label"), found.get("learn", True))}
 
 
 def client_options(options: dict[str, Any], where: str = "models.openai") -> dict[str, Any]:
