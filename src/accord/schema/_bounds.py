@@ -30,7 +30,7 @@ from typing import Any
 from ..read._loops import Loop, path_at
 from ._schema import Schema
 
-__all__ = ["bounded", "bounded_labels", "iso_dates", "unbounded_lists"]
+__all__ = ["bounded", "bounded_labels", "iso_dates", "referenced", "unbounded_lists"]
 
 LABELS = 8  # the labels a list of free-text labels may hold in a server's grammar (``bounded_labels``)
 
@@ -212,7 +212,7 @@ def bounded_labels(schema: Schema[Any], labels: frozenset[str]) -> Schema[Any]:
         if not arrays or any("maxItems" in a for a in arrays):
             continue  # not a list here, or one the schema bounds already
         items = arrays[0].get("items")
-        choices = _target(root, items).get("enum") if isinstance(items, dict) else None
+        choices = referenced(root, items).get("enum") if isinstance(items, dict) else None
         count = len(choices) if isinstance(choices, list) and choices else LABELS
         count = max([count] + [int(a.get("minItems", 0)) for a in arrays])
         found = _with(bounded_, array, "maxItems", count)
@@ -234,7 +234,7 @@ def unbounded_lists(schema: Schema[Any]) -> list[str]:
 def _walk_lists(root: dict[str, Any], node: dict[str, Any], path: str, found: list[str], depth: int) -> None:
     if depth > _MAX_DEPTH:
         return
-    node = _target(root, node)
+    node = referenced(root, node)
     for key in ("anyOf", "oneOf", "allOf"):
         for branch in node.get(key) or ():
             if isinstance(branch, dict):
@@ -244,14 +244,14 @@ def _walk_lists(root: dict[str, Any], node: dict[str, Any], path: str, found: li
             _walk_lists(root, child, f"{path}.{name}" if path else name, found, depth + 1)
     items = node.get("items")
     if node.get("type") == "array" and isinstance(items, dict):
-        item = _target(root, items)
+        item = referenced(root, items)
         if "maxItems" not in node and (item.get("type") == "object" or "properties" in item) and path not in found:
             found.append(path or "(the root)")
         _walk_lists(root, item, f"{path}[]", found, depth + 1)
 
 
-def _target(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """What a ``$ref`` names (one hop at a time, bounded), else the node."""
+def referenced(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """What a local ``$ref`` names (one hop at a time, bounded), else the node (also ``._size``'s)."""
     for _ in range(_MAX_DEPTH):
         ref = node.get("$ref")
         if not (isinstance(ref, str) and ref.startswith("#/")):

@@ -28,6 +28,8 @@ import json
 import math
 from typing import Any
 
+from ._bounds import referenced
+
 __all__ = ["answer_tokens", "first_call_tokens"]
 
 CHARS_PER_TOKEN = 2.8  # indented JSON of an invoice: 712 characters, 253 tokens (SmolLM2's tokenizer; digits are one each)
@@ -63,7 +65,7 @@ def first_call_tokens(schema: Any, default: int, sizes: bool = True) -> int | No
 def _stand_in(root: dict[str, Any], node: Any, depth: int) -> Any:
     if not isinstance(node, dict) or depth > DEPTH:
         return None
-    node = _merged(root, _followed(root, node))
+    node = _merged(root, referenced(root, node))
     choices = _choices(root, node, depth)
     if choices:
         return _widest(choices)
@@ -91,7 +93,7 @@ def _merged(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """A node with the parts of its ``allOf`` merged in."""
     for part in node.get("allOf") or ():
         if isinstance(part, dict):
-            node = {**_followed(root, part), **{k: v for k, v in node.items() if k != "allOf"}}
+            node = {**referenced(root, part), **{k: v for k, v in node.items() if k != "allOf"}}
     return node
 
 
@@ -114,18 +116,3 @@ def _leaf(kind: Any, node: dict[str, Any]) -> Any:
 
 def _widest(values: list[Any]) -> Any:
     return max(values, key=lambda value: len(json.dumps(value)))
-
-
-def _followed(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """What a local ``$ref`` names, one hop at a time (at most :data:`DEPTH`), else the node."""
-    for _ in range(DEPTH):
-        ref = node.get("$ref")
-        if not (isinstance(ref, str) and ref.startswith("#/")):
-            return node
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if not isinstance(target, dict):
-            return node
-        node = target
-    return node
