@@ -267,7 +267,9 @@ def test_the_postgres_server_restarted_mid_batch_gives_typed_errors_then_the_bat
     assert all(r["error"] is None and r["ledger_error"] is None for r in resumed)
     decided_now = set(worker.calls("after"))
     assert [r["replayed"] for r in resumed] == [p not in decided_now for p in prompts]
-    assert len(decided_now) < len(prompts) / 2, "what was stored before the outage is replayed, not decided again"
+    # what was stored before the outage is replayed, not decided again: every prompt no worker saw a failed write for
+    # (how many that is depends on when the outage came: about half the batch, so not a fixed share)
+    assert clean and not {prompts[i] for i in clean} & decided_now and len(decided_now) < len(prompts), sorted(decided_now)
     with Ledger(worker.ledger) as ledger:
         current = {run["request"]: run["value"] for run in ledger.export() if run["current"]}
     assert current == {p: r["value"] for p, r in zip(prompts, resumed, strict=True)}, "one current answer per prompt"
