@@ -158,6 +158,8 @@ class Backend:
         @property
         def default_max_tokens(self) -> int: ...
         @property
+        def sizes_max_tokens(self) -> bool: ...
+        @property
         def reference(self) -> Backend | None: ...
         @property
         def dtype(self) -> str | None: ...
@@ -253,6 +255,7 @@ class Adapted(Backend):
     blocking: bool
     gives_margins: bool
     default_max_tokens: int
+    sizes_max_tokens: bool
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

@@ -97,7 +97,7 @@ class _Run(Absorb):
         watch: Watch | None = None, deployment: str | None = None, hint: bool | None = None,
     ):
         self.schema, self.backend, self.policy, self.clock, self.watch = schema, backend, policy, clock, watch
-        self.sized = first_call_tokens(schema.json_schema, backend.default_max_tokens, getattr(backend, "sizes_max_tokens", False))
+        self.sized = first_call_tokens(schema.json_schema, backend.default_max_tokens, backend.sizes_max_tokens)
         self.asked_prompt = prompt
         # Which deployment runs the ballots: recorded on each when the backend has a reference.
         self.deployment = deployment or ("serving" if backend.reference is not None else None)

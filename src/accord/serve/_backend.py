@@ -86,7 +86,7 @@ class Upstream(Backend):
 
     @property
     def sizes_max_tokens(self) -> bool:
-        return bool(getattr(self.backends[0], "sizes_max_tokens", False))
+        return self.backends[0].sizes_max_tokens
 
     def noise(self) -> Noise | None:
         found = [b.noise() for b in self.backends]

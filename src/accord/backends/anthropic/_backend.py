@@ -74,6 +74,7 @@ class AnthropicBackend(Exchanges):
 
     blocking = True
     default_max_tokens: int
+    sizes_max_tokens: bool
 
     def __init__(
         self,
@@ -90,7 +91,7 @@ class AnthropicBackend(Exchanges):
     ) -> None:
         _checked(model, max_tokens, structured, spread, cache_min_tokens)
         passed = checked_options(client_options)
-        self.model, self.default_max_tokens, self.structured = model, max_tokens or DEFAULT_MAX_TOKENS, structured
+        self.model, self.default_max_tokens, self.structured = model, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, structured
         self.sizes_max_tokens = max_tokens is None  # a run whose schema needs more than 512 asks for it (schema._size)
         self.spread, self.cache_min_tokens = spread, cache_min_tokens
         self.capabilities = capabilities if capabilities is not None else SHARED

@@ -63,10 +63,9 @@ class TransformersBackend(Backend):
     used as given (default: folder name and weights hash; ``fingerprint=``/``model_id=``: older, deprecated).
     """
 
-    constrains = True
-    gives_margins = True
-    perturbable = True
+    constrains = gives_margins = perturbable = True
     default_max_tokens: int
+    sizes_max_tokens: bool
     tokenizer: Any
     conversion_seconds: float | None = None  # set by models.local when its load converted the GGUF
 
@@ -95,7 +94,7 @@ class TransformersBackend(Backend):
             raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
         self.threads = threads
         self.compile_timeout = compile_timeout
-        self.default_max_tokens, self.sizes_max_tokens = max_tokens or DEFAULT_MAX_TOKENS, max_tokens is None  # None: sized (schema._size)
+        self.default_max_tokens, self.sizes_max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, max_tokens is None  # None: sized (schema._size)
         _check.boolean("", "stop_loops", stop_loops)
         self.stop_loops = stop_loops
         self._layout = check_layout(layout)

@@ -24,9 +24,8 @@ What an exchange does, per ballot:
    ``response_format``, ``logprobs``, ``top_p``, ``top_k``, ``max_tokens``) is retried at once
    without it, and the refusal is remembered;
 4. reads the answer (:mod:`._wire`): text (a wrapped answer unwrapped), finish reason, usage,
-   ``system_fingerprint``, per-token logprob margins; an answer that is not a JSON object
-   although ``response_format`` was sent marks the server as ignoring it (then the schema goes
-   in the prompt).
+   ``system_fingerprint``, per-token logprob margins; an answer that is not a JSON object although
+   ``response_format`` was sent marks the server as ignoring it (then the schema goes in the prompt).
 
 Ballots of one prompt are spread (:mod:`._spread`): one at a time, and each ballot after the
 first with batch neighbours of other lengths, so they sample the server's batch noise instead
@@ -97,6 +96,7 @@ class OpenAIBackend(Exchanges):
 
     blocking = True
     default_max_tokens: int
+    sizes_max_tokens: bool
     dtype: str | None
 
     def __init__(
@@ -119,7 +119,7 @@ class OpenAIBackend(Exchanges):
         options.checked(model, max_tokens, structured, streamed)
         passed = options.client_options(client_options)
         self.api = options.api_of(api)
-        self.model, self.default_max_tokens, self.structured = model, max_tokens or DEFAULT_MAX_TOKENS, options.STRUCTURED[structured]
+        self.model, self.default_max_tokens, self.structured = model, DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens, options.STRUCTURED[structured]
         self.sizes_max_tokens = max_tokens is None  # unset: a run whose schema needs more than 512 asks for it (schema._size)
         self.margins, self.logprobs, self.top_logprobs, self.noise_floor = margins, margins.logprobs, margins.top_logprobs, margins.noise_floor
         self.spread, self.streamed, self.dtype = bool(spread), streamed, margins.dtype_label

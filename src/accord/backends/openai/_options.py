@@ -25,6 +25,7 @@ STRUCTURED = {"auto": "auto", True: "on", False: "off"}
 APIS = ("chat", "responses")
 #: models.openai's older spellings of the Margins fields: old name -> field.
 _OLD_MARGINS = {"logprobs": "logprobs", "top_logprobs": "top_logprobs", "noise_floor": "noise_floor", "dtype": "dtype_label"}
+_FLAT_MARGINS = {**_OLD_MARGINS, "learn": "learn"}  # a [backend] table's names (learn is no old option of models.openai)
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,10 @@ def flat_margins(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with the Margins fields written flat (``logprobs``, ``top_logprobs``,
     ``noise_floor``, ``dtype``, ``learn``: a config file's ``[backend]`` table, ``accord serve``'s) as one
     ``margins=Margins(...)``, without a warning: that vocabulary is the config file's own."""
-    flat = {**_OLD_MARGINS, "learn": "learn"}
-    found = {field: options[name] for name, field in flat.items() if name in options}
+    found = {field: options[name] for name, field in _FLAT_MARGINS.items() if name in options}
     if not found:
         return dict(options)
-    rest = {k: v for k, v in options.items() if k not in flat}
+    rest = {k: v for k, v in options.items() if k not in _FLAT_MARGINS}
     return {**rest, "margins": Margins(bool(found.get("logprobs", True)), found.get("top_logprobs", 2), found.get("noise_floor"),
                                        found.get("dtype_label"), found.get("learn", True))}
 

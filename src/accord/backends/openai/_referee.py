@@ -68,7 +68,7 @@ class Referee(Backend):
 
     @property
     def sizes_max_tokens(self) -> bool:
-        return bool(getattr(self.serving, "sizes_max_tokens", False))
+        return self.serving.sizes_max_tokens
 
     @property
     def constrains(self) -> bool:  # the prompt the serving deployment gets
