@@ -114,7 +114,8 @@ def test_dates_in_json_schema_dicts() -> None:
 def test_a_date_with_one_reading_is_read_and_two_readings_or_none_are_not(written: str, day: str) -> None:
     schema = Schema.of({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}})
     assert valid(f'{{"d": "{written}"}}', schema).value == {"d": day}  # day first or month first: only one is a date
-    for unread in ("03/05/2024", "31/02/2024", "13/13/2024", "1/2/24"):
+    for unread in ("03/05/2024", "31/02/2024", "13/13/2024", "1/2/24", "not 14/12/2023", "about 12/14/2023", "12/14/2023 or 12/15/2023",
+                   "14/12/2023-15/12/2023", "12.02.2024?", "12.02.24"):  # ambiguous, impossible, negated, hedged, two dates
         assert isinstance(read(f'{{"d": "{unread}"}}', schema), Misreading), unread
 
 
