@@ -207,16 +207,12 @@ def test_the_backend_table_turns_learning_off_and_a_bad_value_is_refused() -> No
         await on.aclose()
 
     asyncio.run(built())
-    bad = build({"models": ("local=http://127.0.0.1:9/v1;learn=maybe",)}, environ={})
-    with pytest.raises(accord.ConfigError, match="learn"):
-        asyncio.run(_backend_of(bad))
 
 
-async def _backend_of(config: Any) -> None:
-    from accord.serve._router import Router
+@pytest.mark.parametrize("setting, named", [("learn=maybe", "learn"), ("noise_floor=-1", "noise_floor"),
+                                            ("top_logprobs=99", "top_logprobs"), ("logprobs=sometimes", "logprobs")])
+def test_a_bad_margin_value_is_refused_when_the_server_starts_not_at_the_first_request(setting: str, named: str) -> None:
+    with pytest.raises(accord.ConfigError, match=named) as refused:
+        build({"models": (f"local=http://127.0.0.1:9/v1;{setting}",)}, environ={})
+    assert "models.local[backend]" in str(refused.value)
 
-    router = Router(config, lambda status, seconds: None)
-    try:
-        router.routes["local"].upstreams.backend("m", "schema")
-    finally:
-        await router.aclose()

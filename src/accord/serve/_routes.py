@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import ConfigError
+from ..backends.openai._options import flat_margins
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: What an upstream may speak, and where its key is read by default.
@@ -85,7 +86,9 @@ def backend_options(wire: str) -> tuple[str, ...]:
 
 
 def check_tables(policy: Any, backend: Any, where: str, wire: str = "chat") -> None:
-    """The names of a ``[policy]`` and a ``[backend]`` table (their values are checked when the server builds them)."""
+    """The names of a ``[policy]`` and a ``[backend]`` table, and the margin values of an OpenAI-wire
+    ``[backend]`` (``noise_floor``, ``learn``, ...: a bad one is a ConfigError at startup, not at the
+    first request); the other values are checked when the server builds its backends."""
     if wire == "messages" and isinstance(backend, Mapping) and backend.get("structured", "auto") not in _MESSAGES_STRUCTURED:
         raise ConfigError(f"{where}[backend] structured must be one of {', '.join(_MESSAGES_STRUCTURED)} for an upstream that speaks "
                           f"Messages, got {backend['structured']!r}")  # fmt: skip
@@ -95,6 +98,11 @@ def check_tables(policy: Any, backend: Any, where: str, wire: str = "chat") -> N
         unknown = sorted(set(table) - set(known))
         if unknown:
             raise ConfigError(f"{where}[{name}] has unknown names {unknown}; it takes: {', '.join(known)}")
+    if wire != "messages":
+        try:
+            flat_margins(backend)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}[backend]: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def flat_margins(options: Mapping[str, Any]) -> dict[str, Any]:
     if not found:
         return dict(options)
     rest = {k: v for k, v in options.items() if k not in _FLAT_MARGINS}
-    return {**rest, "margins": Margins(bool(found.get("logprobs", True)), found.get("top_logprobs", 2), found.get("noise_floor"),
+    return {**rest, "margins": Margins(found.get("logprobs", True), found.get("top_logprobs", 2), found.get("noise_floor"),
                                        found.get("dtype_label"), found.get("learn", True))}
 
 
