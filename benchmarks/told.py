@@ -1,6 +1,6 @@
 """What the model is told: accord against the model's own best plain call, on two models.
 
-    python benchmarks/told.py [--quick] [--models embedded,second] [--limit N] [--json PATH]
+    python benchmarks/told.py [--quick] [--models embedded,second,DEPLOYMENT,...] [--limit N] [--json PATH]
 
 The shipped short tasks (benchmarks/tasks.py: sentiment, yes/no, integers, dates, people; 62 items
 with gold) on the embedded SmolLM2-135M-Instruct and on a second small instruct model the project
@@ -17,9 +17,17 @@ item by every arm:
                                  read by accord's reader: the model's best plain call
   accord                         ``Stabilizer(model, schema)``, the default policy
 
+A served deployment (a name of benchmarks/learned_noise.py's, such as ``vllm-f32-compact`` or
+``llama.cpp-second``: started here as that benchmark starts it) runs the arms that exist over the
+OpenAI wire, where the server's grammar takes the schema as a ``json_schema`` response_format:
+
+  strict, prompt alone           one call of the prompt alone (the benchmarks' "one plain strict call")
+  strict, schema shown           the same call with the schema shown in the prompt (accord's first ballot)
+  accord                         ``Stabilizer(models.openai(url, model), schema)``, the default policy
+
 The strict and own arms are one call each (``Vote(k=1, gate=None)``, ``Retry(attempts=1)``), read
-by accord's reader (lenient extraction, then the schema). Printed per model and arm: right on gold,
-valid, calls per answer; the answers accord and the own arm give differently where the own arm's
+by accord's reader (lenient extraction, then the schema). Printed per model and arm: right on gold
+(in all and by kind), valid, calls per answer; the answers accord and the own arm give differently where the own arm's
 is valid; the targets of issue 42 met or not. ``--quick`` (the suite): three items on the embedded
 model.
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +57,8 @@ from apps import Unconstrained, attempted  # noqa: E402
 MODELS = ("embedded", "second")
 STRICT_ALONE, STRICT_SPACED, STRICT, OWN, ACCORD = (
     "strict, prompt alone, spaced", "strict, schema shown, spaced", "strict, schema shown", "own, schema shown", "accord")
+WIRE_ALONE = "strict, prompt alone"  # a served deployment's plain call
+WIRE_MAX_TOKENS = 48  # as benchmarks/learned_noise.py
 
 
 class Spaced(Backend):
@@ -88,6 +99,18 @@ def arms(model: Any) -> dict[str, Callable[[Any], accord.Stabilizer[Any]]]:
     }
 
 
+def served_arms(backend: Any) -> dict[str, Callable[[Any], accord.Stabilizer[Any]]]:
+    """The arms over the OpenAI wire (the server's grammar takes the schema as response_format)."""
+    one = {"vote": accord.Vote(k=1, gate=None), "retry": accord.Retry(attempts=1)}
+    settings = accord.Settings(max_tokens=WIRE_MAX_TOKENS)
+    alone = accord.Prompting(schema_in_prompt=False)
+    return {
+        WIRE_ALONE: lambda schema: accord.Stabilizer(backend, schema, prompting=alone, settings=settings, **one),
+        STRICT: lambda schema: accord.Stabilizer(backend, schema, settings=settings, **one),
+        ACCORD: lambda schema: accord.Stabilizer(backend, schema, settings=settings),
+    }
+
+
 def decide(stab: accord.Stabilizer[Any], prompt: str, gold: str) -> dict[str, Any]:
     result, error, seconds = attempted(stab, prompt)
     if result is None:
@@ -99,11 +122,37 @@ def decide(stab: accord.Stabilizer[Any], prompt: str, gold: str) -> dict[str, An
 
 
 def run_model(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    if name not in MODELS:
+        return run_served(name, items)
     begin = time.perf_counter()
     model = load(name)
     layout = model.layout  # the probe, untimed by the arms
     print(f"{name}: {model.fingerprint}, layout {layout} (loaded and probed in {time.perf_counter() - begin:.0f} s)", flush=True)
-    made = arms(model)
+    return {"model": model.fingerprint, "layout": layout, **run_arms(name, arms(model), items, begin)}
+
+
+def run_served(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The wire arms on a deployment started as benchmarks/learned_noise.py starts it, learning from nothing."""
+    import tempfile
+
+    from learned_noise import started
+
+    begin = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="accord-told-") as scratch, started(name) as up:
+        if isinstance(up, str):
+            raise SystemExit(f"{name}: not measured: {up}")
+        os.environ["ACCORD_NOISE_FILE"] = str(Path(scratch) / "noise.json")
+        url, model_name, took = up
+        print(f"{name}: {model_name} at {url} (started in {took:.0f} s)", flush=True)
+        backend = accord.models.openai(base_url=url, model=model_name, timeout=600.0)
+        try:
+            return {"model": f"{name}: {model_name}", "layout": "the server's", **run_arms(name, served_arms(backend), items, begin)}
+        finally:
+            backend.close()
+
+
+def run_arms(name: str, made: dict[str, Callable[[Any], accord.Stabilizer[Any]]], items: list[dict[str, Any]],
+             begin: float) -> dict[str, Any]:
     stabilizers: dict[tuple[str, str], accord.Stabilizer[Any]] = {}
     rows: dict[str, dict[str, Any]] = {arm: {} for arm in made}
     for n, item in enumerate(items, 1):
@@ -115,7 +164,8 @@ def run_model(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
             rows[arm][item["id"]] = decide(stab, item["prompt"], gold)
         if n % 10 == 0 or n == len(items):
             print(f"  {name}: {n}/{len(items)} items ({time.perf_counter() - begin:.0f} s)", flush=True)
-    return {"model": model.fingerprint, "layout": layout, "rows": rows, "seconds": round(time.perf_counter() - begin, 1)}
+    kinds = {item["id"]: item["kind"] for item in items}
+    return {"rows": rows, "kinds": kinds, "seconds": round(time.perf_counter() - begin, 1)}
 
 
 def report(name: str, found: dict[str, Any]) -> list[str]:
@@ -128,13 +178,18 @@ def report(name: str, found: dict[str, Any]) -> list[str]:
         right, valid = sum(o["right"] for o in outs.values()), sum(o["valid"] for o in outs.values())
         calls = sum(o["calls"] for o in outs.values()) / max(1, n)
         print(f"| {arm} | {right}/{n} | {valid}/{n} | {calls:.2f} |")
+    by_kind(rows, found.get("kinds") or {})
     figure = {arm: sum(o["right"] for o in outs.values()) for arm, outs in rows.items()}
     valid = {arm: sum(o["valid"] for o in outs.values()) for arm, outs in rows.items()}
+    alone = STRICT_ALONE if STRICT_ALONE in rows else WIRE_ALONE
+    moved = [i for i in rows[STRICT] if rows[STRICT][i]["key"] != rows[alone][i]["key"]]
+    print(f"strict answers that moved when the schema was shown: {len(moved)} of {n}")
+    if OWN not in rows:  # a served deployment: the plain call is the prompt alone
+        return [f"{name}: accord right on gold >= one plain strict call (the prompt alone): {figure[ACCORD]} vs {figure[WIRE_ALONE]}: "
+                f"{'met' if figure[ACCORD] >= figure[WIRE_ALONE] else 'NOT met'}; with the schema shown, one call: {figure[STRICT]}"]
     differ = [i for i, o in rows[OWN].items() if o["valid"] and rows[ACCORD][i]["key"] != o["key"]]
-    moved = [i for i in rows[STRICT] if rows[STRICT][i]["key"] != rows[STRICT_ALONE][i]["key"]]
     print(f"answers accord gives otherwise than the own arm, where its answer is valid: {len(differ)} of {n}"
           + (f" ({', '.join(differ)})" if differ else ""))
-    print(f"strict answers that moved when the schema was shown (and the layout became the model's): {len(moved)} of {n}")
     lines = [
         f"{name}: accord right on gold >= one plain strict call: {figure[ACCORD]} vs {figure[STRICT]}: "
         f"{'met' if figure[ACCORD] >= figure[STRICT] else 'NOT met'}",
@@ -149,16 +204,31 @@ def report(name: str, found: dict[str, Any]) -> list[str]:
     return lines
 
 
+def by_kind(rows: dict[str, dict[str, Any]], kinds: dict[str, str]) -> None:
+    """Right on gold per kind of task, one column per arm."""
+    names = sorted(set(kinds.values()))
+    if not names:
+        return
+    print("| kind | " + " | ".join(rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for kind in names:
+        ids = [i for i, k in kinds.items() if k == kind]
+        print(f"| {kind} ({len(ids)}) | " + " | ".join(str(sum(outs[i]["right"] for i in ids if i in outs)) for outs in rows.values()) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three items on the embedded model (the test suite)")
-    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, of {', '.join(MODELS)}, or a deployment of benchmarks/learned_noise.py")
     parser.add_argument("--limit", type=int, default=None, help="only N items, evenly spread over the list (so over the kinds)")
     parser.add_argument("--json", type=Path, default=ROOT / ".bench-cache" / "told.json", help="where every outcome is written")
     args = parser.parse_args(argv)
     names = ["embedded"] if args.quick else args.models.split(",")
-    if unknown := set(names) - set(MODELS):
-        parser.error(f"unknown models {sorted(unknown)}; models are {', '.join(MODELS)}")
+    from learned_noise import DEPLOYMENTS
+
+    if unknown := set(names) - set(MODELS) - set(DEPLOYMENTS):
+        parser.error(f"unknown models {sorted(unknown)}; models are {', '.join(MODELS + DEPLOYMENTS)}")
     items = tasks.items()
     limit = 3 if args.quick else args.limit
     if limit:
