@@ -105,6 +105,18 @@ def test_values_that_repeat_for_a_reason_are_not_cut_while_written(text: str) ->
     assert find_loop(text, early=True) is None
 
 
+def test_a_number_whose_digits_run_on_is_a_loop_while_written() -> None:
+    runs = '{"vendor": "Brightline", "line_items": [{"description": "Chair", "quantity": 2, "unit_price": 1' + "1" * 60
+    loop = find_loop(runs, early=True)
+    assert loop is not None and loop.stretch == "1" and loop.path == "line_items[].unit_price"
+    assert find_loop('{"total": 0.' + "3" * 47, early=True) is None  # under EARLY_NUMBER's span
+    assert find_loop('{"total": 0.' + "3" * 48, early=True) is not None
+    assert find_loop('{"total": 0.' + "12" * 30, early=True) is not None  # any stretch of digits
+    pi = '{"pi": 3.14159265358979323846264338327950288419716939937510582097494459'
+    assert find_loop(pi, early=True) is None  # long, but no stretch repeats
+    assert find_loop('{"code": "' + "1" * 60, early=True) is None  # digits in a string are text, not a number
+
+
 def test_a_text_cut_at_max_tokens_is_judged_on_less_evidence() -> None:
     zeros = '{"answer": 3' + "0" * 40
     assert find_loop(zeros, early=True) is None

@@ -16,6 +16,9 @@ reason (a list of equal numbers, a table, a ``"--------"`` rule, a string of zer
         in the JSON structure (items, members)    one stretch holding a string, 8+ times, over
                                                   96+ characters (a list of equal numbers or
                                                   booleans is never cut early)
+        in one number                             a stretch of digits 3+ times over 48+ characters
+                                                  (``"unit_price": 1111...``: no float or decimal a
+                                                  model is asked for runs that long)
         whitespace                                80+ characters of it, anywhere
     cut off (``finish_reason="length"``: the text ran to ``max_tokens``)
         anywhere                                  one stretch 3+ times over 40+ characters
@@ -39,6 +42,7 @@ MAX_PERIOD = 200  # the longest stretch looked for (characters)
 WINDOW = 16_384  # the end of a text looked at: a loop is counted within it (bounded work on any text)
 MAX_PATH_SCAN = 200_000  # characters read to name a path; past it the path is unknown
 _DIGITS = re.compile(r"\d+")
+_IN_A_NUMBER = re.compile(r"[0-9.]+")  # a loop's characters all inside one JSON number
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ EARLY_PROSE = Rule(3, 64)
 EARLY_STRUCTURE = Rule(8, 96)
 EARLY_COUNTING = Rule(8, 64)
 EARLY_WHITESPACE = Rule(1, 80)
+EARLY_NUMBER = Rule(3, 48)
 #: Once a text was cut off at ``max_tokens``.
 CUT = Rule(3, 40)
 CUT_COUNTING = Rule(6, 40)
@@ -135,6 +140,8 @@ def _repeated(text: str, early: bool) -> Loop | None:
             if length >= EARLY_WHITESPACE.span:
                 return Loop(stretch, period, repeats, n - length, path_at(text, n - length)[0])
             continue
+        if _number_runs(text, n - length, repeats, length):
+            return Loop(stretch, period, repeats, n - length, path_at(text, n - length)[0])
         if repeats < EARLY_PROSE.repeats or length < EARLY_PROSE.span:
             continue  # the least evidence any rule asks for
         path, prose = path_at(text, n - length)
@@ -148,6 +155,14 @@ def _repeated(text: str, early: bool) -> Loop | None:
             continue  # equal numbers, booleans, nulls: data, not cut early
         return Loop(stretch, period, repeats, n - length, path)
     return None
+
+
+def _number_runs(text: str, start: int, repeats: int, length: int) -> bool:
+    """Whether the loop from ``start`` to the end lies inside one JSON number (digits only, outside
+    any string) and has the evidence :data:`EARLY_NUMBER` asks for."""
+    if repeats < EARLY_NUMBER.repeats or length < EARLY_NUMBER.span or not _IN_A_NUMBER.fullmatch(text, start):
+        return False
+    return not path_at(text, start)[1]
 
 
 def _counting(text: str, early: bool) -> Loop | None:
