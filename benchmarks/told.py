@@ -141,7 +141,8 @@ def run_served(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="accord-told-") as scratch, started(name) as up:
         if isinstance(up, str):
             raise SystemExit(f"{name}: not measured: {up}")
-        os.environ["ACCORD_NOISE_FILE"] = str(Path(scratch) / "noise.json")
+        before = os.environ.get("ACCORD_NOISE_FILE")
+        os.environ["ACCORD_NOISE_FILE"] = str(Path(scratch) / "noise.json")  # learns from nothing, as learned_noise.py does
         url, model_name, took = up
         print(f"{name}: {model_name} at {url} (started in {took:.0f} s)", flush=True)
         backend = accord.models.openai(base_url=url, model=model_name, timeout=600.0)
@@ -149,6 +150,10 @@ def run_served(name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
             return {"model": f"{name}: {model_name}", "layout": "the server's", **run_arms(name, served_arms(backend), items, begin)}
         finally:
             backend.close()
+            if before is None:
+                os.environ.pop("ACCORD_NOISE_FILE", None)
+            else:
+                os.environ["ACCORD_NOISE_FILE"] = before
 
 
 def run_arms(name: str, made: dict[str, Callable[[Any], accord.Stabilizer[Any]]], items: list[dict[str, Any]],

@@ -191,7 +191,7 @@ def test_an_upstream_that_speaks_messages_reads_its_own_key_and_takes_the_backen
     asyncio.run(built())
 
 
-def test_the_backend_table_turns_learning_off_and_a_bad_value_is_refused() -> None:
+def test_the_backend_table_turns_learning_off() -> None:
     from accord.serve._router import Router
 
     config = build({"models": ("local=http://127.0.0.1:9/v1;learn=false",)}, environ={})
@@ -215,4 +215,3 @@ def test_a_bad_margin_value_is_refused_when_the_server_starts_not_at_the_first_r
     with pytest.raises(accord.ConfigError, match=named) as refused:
         build({"models": (f"local=http://127.0.0.1:9/v1;{setting}",)}, environ={})
     assert "models.local[backend]" in str(refused.value)
-
