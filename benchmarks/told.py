@@ -1,10 +1,11 @@
 """What the model is told: accord against the model's own best plain call, on two models.
 
-    python benchmarks/told.py [--quick] [--models embedded,second,DEPLOYMENT,...] [--limit N] [--json PATH]
+    python benchmarks/told.py [--quick] [--models embedded,second,DEPLOYMENT,...] [--tasks short|choices] [--limit N] [--json PATH]
 
 The shipped short tasks (benchmarks/tasks.py: sentiment, yes/no, integers, dates, people; 62 items
-with gold) on the embedded SmolLM2-135M-Instruct and on a second small instruct model the project
-never tuned to (Qwen2.5-Coder-0.5B-Instruct, tests/second_model.py), both float32 and greedy, each
+with gold; ``--tasks choices``: benchmarks/choice_tasks.py, 38 held-out choices) on the embedded
+SmolLM2-135M-Instruct and on a second small instruct model the project never tuned to
+(Qwen2.5-Coder-0.5B-Instruct, tests/second_model.py), both float32 and greedy, each
 item by every arm:
 
   strict, prompt alone, spaced   one constrained call of the prompt alone, in one-line JSON
@@ -22,7 +23,10 @@ A served deployment (a name of benchmarks/learned_noise.py's, such as ``vllm-f32
 OpenAI wire, where the server's grammar takes the schema as a ``json_schema`` response_format:
 
   strict, prompt alone           one call of the prompt alone (the benchmarks' "one plain strict call")
-  strict, schema shown           the same call with the schema shown in the prompt (accord's first ballot)
+  strict, schema shown           the same call with the schema shown in the prompt (accord's first ballot;
+                                 a choice, which goes wrapped as ``{"answer": ...}``, is not listed)
+  strict, rendering appended     the prompt with the schema's rendering appended, a choice's list too
+                                 (what accord sent before it stopped listing a wrapped choice)
   accord                         ``Stabilizer(models.openai(url, model), schema)``, the default policy
 
 The strict and own arms are one call each (``Vote(k=1, gate=None)``, ``Retry(attempts=1)``), read
@@ -48,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))  # second_model.py
 
 import accord  # noqa: E402
+import choice_tasks  # noqa: E402
 import tasks  # noqa: E402
 from accord._types import Completion, Request  # noqa: E402
 from accord.backends._base import Backend  # noqa: E402
@@ -58,6 +63,7 @@ MODELS = ("embedded", "second")
 STRICT_ALONE, STRICT_SPACED, STRICT, OWN, ACCORD = (
     "strict, prompt alone, spaced", "strict, schema shown, spaced", "strict, schema shown", "own, schema shown", "accord")
 WIRE_ALONE = "strict, prompt alone"  # a served deployment's plain call
+LISTED = "strict, rendering appended"  # ... with the schema's rendering appended, a choice's too (as before the wrapped-choice rule)
 WIRE_MAX_TOKENS = 48  # as benchmarks/learned_noise.py
 
 
@@ -106,6 +112,7 @@ def served_arms(backend: Any) -> dict[str, Callable[[Any], accord.Stabilizer[Any
     alone = accord.Prompting(schema_in_prompt=False)
     return {
         WIRE_ALONE: lambda schema: accord.Stabilizer(backend, schema, prompting=alone, settings=settings, **one),
+        LISTED: lambda schema: accord.Stabilizer(backend, schema, prompting=alone, settings=settings, **one),  # the prompt: run_arms
         STRICT: lambda schema: accord.Stabilizer(backend, schema, settings=settings, **one),
         ACCORD: lambda schema: accord.Stabilizer(backend, schema, settings=settings),
     }
@@ -161,12 +168,13 @@ def run_arms(name: str, made: dict[str, Callable[[Any], accord.Stabilizer[Any]]]
     stabilizers: dict[tuple[str, str], accord.Stabilizer[Any]] = {}
     rows: dict[str, dict[str, Any]] = {arm: {} for arm in made}
     for n, item in enumerate(items, 1):
-        schema_name = item["schema"].split(":")[1]
-        schema = accord.Schema(getattr(tasks, schema_name))
-        gold = gold_key(schema, item["gold"])
+        module, schema_name = item["schema"].split(":")
+        source = getattr(choice_tasks if module == "choice_tasks" else tasks, schema_name)
+        gold = gold_key(accord.Schema(source), item["gold"])
         for arm, make in made.items():
-            stab = stabilizers.setdefault((arm, schema_name), make(getattr(tasks, schema_name)))
-            rows[arm][item["id"]] = decide(stab, item["prompt"], gold)
+            stab = stabilizers.setdefault((arm, item["schema"]), make(source))
+            prompt = f"{item['prompt']}\n\n{accord.Schema(source).render()}" if arm == LISTED else item["prompt"]
+            rows[arm][item["id"]] = decide(stab, prompt, gold)
         if n % 10 == 0 or n == len(items):
             print(f"  {name}: {n}/{len(items)} items ({time.perf_counter() - begin:.0f} s)", flush=True)
     kinds = {item["id"]: item["kind"] for item in items}
@@ -176,7 +184,7 @@ def run_arms(name: str, made: dict[str, Callable[[Any], accord.Stabilizer[Any]]]
 def report(name: str, found: dict[str, Any]) -> list[str]:
     rows = found["rows"]
     n = len(rows[ACCORD])
-    print(f"\n{name}: {found['model']} (own layout: {found['layout']}), {n} items of benchmarks/tasks.py, {found['seconds']:.0f} s")
+    print(f"\n{name}: {found['model']} (own layout: {found['layout']}), {n} items, {found['seconds']:.0f} s")
     print("| arm | right on gold | valid | calls per answer |")
     print("|---|---|---|---|")
     for arm, outs in rows.items():
@@ -226,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="three items on the embedded model (the test suite)")
     parser.add_argument("--models", default=",".join(MODELS),
                         help=f"comma-separated, of {', '.join(MODELS)}, or a deployment of benchmarks/learned_noise.py")
+    parser.add_argument("--tasks", choices=("short", "choices"), default="short",
+                        help="short: benchmarks/tasks.py (62 items); choices: benchmarks/choice_tasks.py (38 held-out choices)")
     parser.add_argument("--limit", type=int, default=None, help="only N items, evenly spread over the list (so over the kinds)")
     parser.add_argument("--json", type=Path, default=ROOT / ".bench-cache" / "told.json", help="where every outcome is written")
     args = parser.parse_args(argv)
@@ -234,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if unknown := set(names) - set(MODELS) - set(DEPLOYMENTS):
         parser.error(f"unknown models {sorted(unknown)}; models are {', '.join(MODELS + DEPLOYMENTS)}")
-    items = tasks.items()
+    items = tasks.items() if args.tasks == "short" else choice_tasks.items()
     limit = 3 if args.quick else args.limit
     if limit:
         items = [items[i * len(items) // limit] for i in range(min(limit, len(items)))]

@@ -235,6 +235,10 @@ def test_a_server_that_rejects_response_format_falls_back_to_the_prompt():
     assert result.value.age == 30 and result.ballots[0].meta["structured"] == "prompt"
     assert backend.constrains is False
     assert backend.describe()["servers"][0]["capabilities"]["response_format"] == "rejected"
+    # A choice is not listed where the format carries it (prompt._prompt.shows_schema); here it is refused, so listed.
+    with pytest.raises(accord.InvalidOutput):  # this server answers every request with Alice
+        run(backend, schema=Literal["positive", "negative"], prompt="Great product!", retry=accord.Retry(attempts=1))
+    assert server.bodies[-1]["messages"][0]["content"] == "Great product!\n\nAnswer with exactly one of: positive, negative."
 
 
 def test_a_bare_schema_goes_wrapped_in_an_object_and_comes_back_unwrapped():
@@ -247,8 +251,8 @@ def test_a_bare_schema_goes_wrapped_in_an_object_and_comes_back_unwrapped():
     assert fmt["strict"] is True and fmt["schema"] == {
         "type": "object", "properties": {"answer": {"enum": ["positive", "negative"], "type": "string"}},
         "required": ["answer"], "additionalProperties": False}
-    shown = "Great product!\n\nAnswer with exactly one of: positive, negative."  # the value's own rendering, unwrapped
-    assert server.bodies[0]["messages"][0]["content"] == shown  # constrained, and told the choices
+    # A choice the server takes wrapped is not listed in the prompt too (prompt._prompt.shows_schema)
+    assert server.bodies[0]["messages"][0]["content"] == "Great product!"
     assert backend.constrains_for(Schema.of(int)) and backend.constrains_for(Schema.of(list[int]))
 
 

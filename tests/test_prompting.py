@@ -3,6 +3,7 @@ sent as chat messages before the prompt on every backend, and part of the ledger
 
 from __future__ import annotations
 
+import json
 import re
 from enum import Enum
 from typing import Any, Literal
@@ -176,3 +177,38 @@ def test_the_server_gets_the_system_prompt_and_examples_as_chat_messages(openai_
     body = json.loads(sent[-1])
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert body["messages"][2]["content"] == "2" and body["messages"][-1]["content"].startswith("What is 2 + 2?")
+
+
+def test_a_choice_the_server_takes_wrapped_is_not_listed_in_the_prompt(fake_upstream: Any) -> None:
+    """Over the OpenAI wire a choice goes as ``{"answer": ...}``; listed in the prompt too, the choices
+    pulled small models' answers toward the first one (benchmarks/told.py --tasks choices): not listed.
+    A bare integer is still told, and a backend that sends no format still lists the choices."""
+    from accord.backends.openai._caps import Capabilities
+    from accord.ledger._keys import Keys
+    from serving import UPSTREAM_KEY
+
+    def model(structured: bool) -> Any:
+        return models.openai(base_url=fake_upstream.url, api_key=UPSTREAM_KEY, model="fake-model", structured=structured,
+                             margins=models.Margins(logprobs=False), capabilities=Capabilities())
+
+    one = {"vote": Vote(k=1, gate=None), "retry": accord.Retry(attempts=1)}
+    colour, count = Literal["red", "green"], int
+    wrapped, told, free = (Stabilizer(model(True), colour, **one), Stabilizer(model(True), count, **one),
+                           Stabilizer(model(False), colour, **one))
+    asked = {"wrapped": "Which colour is grass? (choice, wrapped)", "told": "How many legs has a cat? (int, wrapped)",
+             "free": "Which colour is grass? (choice, no format)"}
+    assert wrapped.run(asked["wrapped"]).value == "red"  # the fake's smallest instance of the format
+    told.run(asked["told"])
+    with pytest.raises(accord.AccordError):
+        free.run(asked["free"])  # the fake greets a request without a format: nothing to read
+    bodies = fake_upstream.stats()["bodies"]
+    sent = {name: next(b for t, b in bodies.items() if t.startswith(prompt)) for name, prompt in asked.items()}
+    last = {name: body["messages"][-1]["content"] for name, body in sent.items()}
+    assert last["wrapped"] == asked["wrapped"], last["wrapped"]
+    assert sent["wrapped"]["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"] == ["red", "green"]
+    assert last["told"] == f"{asked['told']}\n\nAnswer with an integer only.", last["told"]
+    assert last["free"] == f"{asked['free']}\n\nAnswer with exactly one of: red, green.", last["free"]
+    # The ledger keys a wrapped choice as the computation it is again: version 1's (the prompt alone).
+    versions = {name: json.loads(Keys().context(stab).material)["ledger"] for name, stab in
+                (("wrapped", wrapped), ("told", told), ("free", free))}
+    assert versions == {"wrapped": 1, "told": 2, "free": 1}, versions

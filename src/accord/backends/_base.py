@@ -13,6 +13,9 @@ what :class:`Backend` declares below; it never ``getattr``s one. A backend imple
     constrains_for(schema)    ... for this schema (default: ``constrains``)
     enforces(schema)          the backend sets out to enforce it, fixed before any server is
                               probed (the ledger key's version; default: ``constrains_for``)
+    wraps(schema)             it goes to the server's grammar wrapped, ``{"answer": ...}`` (a bare
+                              type over a wire whose formats take objects only, until a server is
+                              known to refuse the format; default False)
     blocking                  False only for a backend that returns at once (default True)
     one_at_a_time             the calls of one run go one after another, each once the one
                               before is answered (default False; the OpenAI backend spreading)
@@ -214,6 +217,13 @@ class Backend:
         reads it, is too (default: :meth:`constrains_for`)."""
         return self.constrains_for(schema)
 
+    def wraps(self, schema: Schema[Any]) -> bool:
+        """Whether this schema goes to the server's grammar wrapped in ``{"answer": ...}`` (a bare
+        type over a wire whose formats take an object root only): from before any probe, until a
+        server is known to ignore or refuse the format. The prompt does not list a choice that goes
+        so (:func:`accord.prompt._prompt.shows_schema`). Default False: the model writes the value bare."""
+        return False
+
     def unconstrained(self, prompt: Prompt, settings: Settings | None = None) -> Completion | None:
         """What the model writes with no grammar at all, for the audit's raw phase; None (the
         default) where the backend cannot write apart from ``generate``."""
@@ -271,6 +281,7 @@ class Adapted(Backend):
         floor = floor() if callable(floor) else floor
         self._noise = Noise(float(floor)) if isinstance(floor, (int, float)) and not isinstance(floor, bool) else None
         self._constrains_for = getattr(inner, "constrains_for", None)
+        self._wraps = getattr(inner, "wraps", None)
         self._agenerate = getattr(inner, "agenerate", None)
         self._describe = getattr(inner, "describe", None)
 
@@ -286,6 +297,9 @@ class Adapted(Backend):
 
     def constrains_for(self, schema: Schema[Any]) -> bool:
         return bool(self._constrains_for(schema)) if callable(self._constrains_for) else self.constrains
+
+    def wraps(self, schema: Schema[Any]) -> bool:
+        return bool(self._wraps(schema)) if callable(self._wraps) else False
 
     def noise(self) -> Noise | None:
         return self._noise

@@ -25,7 +25,7 @@ from .._result import Result
 from .._stabilizer import Stabilizer
 from .._types import Completion, Request, Settings
 from ..models import Backend
-from ..prompt._prompt import build_input
+from ..prompt._prompt import build_input, shows_schema
 from ..read._read import Reading, read
 from ..vote._perturb import Perturbation
 from ._audit_input import Item
@@ -96,6 +96,7 @@ def raw_call(backend: Backend, item: Item, settings: Settings) -> Completion:
     raw = backend.unconstrained(sent, settings)
     if raw is not None:
         return raw
+    sent = build_input(item.prompt, item.schema, hint=shows_schema(True, item.schema, backend), feedback=None)  # as a run sends it
     return backend.generate(Request(item.prompt, sent, item.schema, settings))
 
 
@@ -136,7 +137,7 @@ def http_raw_phase(items: Sequence[Item], backend: Any, n: int, settings: Settin
     with ``concurrency``, one at a time: alone, then each among ``concurrency`` requests of other lengths."""
 
     async def one(item: Item) -> list[Completion]:
-        sent = build_input(item.prompt, item.schema, hint=True, feedback=None)
+        sent = build_input(item.prompt, item.schema, hint=shows_schema(True, item.schema, backend), feedback=None)  # as a run sends it
         request = Request(item.prompt, sent, item.schema, settings)
         if concurrency:
             return [await backend.agenerate_beside(request, concurrency if i else 0) for i in range(n)]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from .._errors import ConfigError, LedgerError
 from ..backends._identity import Unnamed, key_path, named, readable
 from ..backends._identity import identity as identify
+from ..prompt._prompt import shows_schema
 from ..read._canonical import canonical_key
 from ..schema._schema import Schema
 from ._store import Entry
@@ -41,7 +42,8 @@ KEY_VERSION = 2  # bump when the key material changes shape: old answers then mi
 # schema in its prompt too, and a local model decodes in its own JSON layout: another computation,
 # so its runs take keys of version 2. Every other run is the computation it was and keeps version 1's
 # key. A key of version 2 that misses is looked up as version 1 (``Entry.legacy``): the answers a
-# ledger stored before still replay.
+# ledger stored before still replay. A choice a server's grammar takes wrapped (``{"answer": ...}``)
+# is not shown its choices (``prompt._prompt.shows_schema``): the computation of version 1, its key.
 LEGACY_VERSION = 1
 
 
@@ -93,7 +95,8 @@ class Keys:
             cached = self._contexts.get(id(policy))
             if cached and cached[0]() is policy and cached[1] is schema and cached[2] == fingerprint:
                 return cached[3]
-            changed = subject.model.enforces(schema)  # shown the schema and its own layout since version 2
+            # shown the schema and its own layout since version 2 (a wrapped choice is not: as version 1)
+            changed = subject.model.enforces(schema) and shows_schema(True, schema, subject.model)
             ledger, model = canonical_key(KEY_VERSION if changed else LEGACY_VERSION), canonical_key(fingerprint)
             described, shape = canonical_key(describe_policy(policy)), canonical_key(describe_schema(schema))
             head = f'{{"ledger":{ledger},"model":{model},"policy":{described},"request":'

@@ -78,6 +78,16 @@ def _shape(schema: Schema[Any], error: dict[str, Any]) -> str | None:
     return shape if shape != "..." else None
 
 
+def shows_schema(asked: bool, schema: Schema[Any], backend: Any) -> bool:
+    """Whether the prompt carries the schema: as asked (``Prompting(schema_in_prompt=)``), but for a
+    choice that a server's grammar takes wrapped, ``{"answer": ...}`` (``backend.wraps``): listed
+    there, the choices pulled answers toward the first one listed, even where the prompt did not
+    name them (benchmarks/told.py --tasks choices, docs/prompting.md). So the same prompt goes
+    before the server's format probe as after, unless the probe finds the format refused: then
+    the model has nothing else to read the choices from, and is shown them."""
+    return asked and not (schema.kind == "choice" and backend.wraps(schema))
+
+
 def build_input(prompt: Prompt, schema: Schema[Any], *, hint: bool, feedback: Feedback | None) -> Prompt:
     """The prompt as sent: the user's prompt, the schema hint if asked, the feedback if any."""
     extras = []

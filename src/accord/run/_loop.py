@@ -52,7 +52,7 @@ from .._types import Feedback, Prompt, Request, Settings, Usage
 from ..backends._base import Backend
 from ..observe._hooks import RetryEvent
 from ..prompt._examples import with_preamble
-from ..prompt._prompt import build_input
+from ..prompt._prompt import build_input, shows_schema
 from ..read._extract import shape_of
 from ..schema._roles import render
 from ..schema._schema import Schema
@@ -122,7 +122,7 @@ class _Run(Absorb):
         self.labels = frozenset(render(pattern) for pattern in decisions.roles.labels) if closes else frozenset()
         # The schema is shown on every backend, constraining or not (Prompting(schema_in_prompt=)):
         # a model forced into keys it was never told writes choices it would not make (docs/prompting.md).
-        self.hint = policy.hint if hint is None else hint  # a reference: the serving prompt
+        self.hint = shows_schema(policy.hint, schema, backend) if hint is None else hint  # a reference: the serving prompt
         self.shape = shape_of(schema)
         self.t0 = clock()
         if self.hint:

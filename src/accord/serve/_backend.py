@@ -68,6 +68,9 @@ class Upstream(Backend):
     def enforces(self, schema: Any) -> bool:
         return all(b.enforces(schema) for b in self.backends)
 
+    def wraps(self, schema: Any) -> bool:
+        return all(b.wraps(schema) for b in self.backends)
+
     @property
     def gives_margins(self) -> bool:
         return all(b.gives_margins for b in self.backends)

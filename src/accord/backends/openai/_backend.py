@@ -148,24 +148,24 @@ class OpenAIBackend(Exchanges):
 
     @property
     def constrains(self) -> bool:  # computed from what the servers are known to do
-        """True when every server is known to honour ``response_format`` (or ``structured=True``).
-
-        Read by the core at the start of each run: when False, the schema goes in the prompt.
-        """
+        """True when every server is known to honour ``response_format`` (or ``structured=True``)."""
         if self.structured != "auto":
             return self.structured == "on"
         return all(known is not None and known.response_format == "honoured" for known in self._known_all())
 
     def constrains_for(self, schema: Any) -> bool:
         """Whether this schema's shape is enforced by the server (``response_format`` carries
-        every schema with a JSON Schema, bare types wrapped; not a grammar): when False the core
-        puts the schema in the prompt."""
+        every schema with a JSON Schema, bare types wrapped; not a grammar)."""
         return self.constrains and format_for(schema)[0] is not None
 
     def enforces(self, schema: Any) -> bool:
         """Whether ``response_format`` goes with this schema unless a server refuses it: fixed by
         ``structured=`` and the schema, before any probe (the ledger key's version reads it)."""
         return self.structured != "off" and format_for(schema)[0] is not None
+
+    def wraps(self, schema: Any) -> bool:  # response_format carries it as {"answer": ...}, unless a server refuses it
+        refused = any(known is not None and known.response_format in ("ignored", "rejected") for known in self._known_all())
+        return self.enforces(schema) and format_for(schema)[1] and not refused
 
     @property
     def gives_margins(self) -> bool:  # computed: logprobs, a floor, servers that return them

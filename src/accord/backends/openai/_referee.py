@@ -80,6 +80,9 @@ class Referee(Backend):
     def enforces(self, schema: Schema[Any]) -> bool:
         return self.serving.enforces(schema)
 
+    def wraps(self, schema: Schema[Any]) -> bool:
+        return self.serving.wraps(schema)
+
     def generate(self, request: Request) -> Completion:
         request = wire.sent(request)  # the grammar the server was sent: its lists of labels bounded
         fmt, wrapped = wire.format_for(request.schema)
