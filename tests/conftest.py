@@ -6,7 +6,9 @@ fixtures), builds the docs site (``docs_site``), or lives in a file that runs be
 or the demo.
 
 The vLLM servers (``vllm_server``, compact JSON; ``vllm_free_server``, as a user starts it) start
-lazily, the first time a test asks for each, so ``-m "not slow"`` never starts them. Their tests
+lazily, the first time a test asks for each, so ``-m "not slow"`` never starts them; but for a
+test marked ``vllm_free`` among those to run, the free one is spawned at collection, in the
+background at niceness 19, and is ready by then. Their tests
 are skipped only when ``ACCORD_SKIP_VLLM=1`` is set; otherwise a missing vLLM virtualenv or a
 server that fails to start fails them, with its log.
 """
@@ -32,6 +34,7 @@ SLOW_FILES = {"test_benchmarks.py", "test_examples.py", "test_demo.py"}
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"vllm: uses the session's real vLLM server (skipped only with {SKIP_VLLM}=1)")
+    config.addinivalue_line("markers", "vllm_free: asks for vllm_free_server, which then starts early, in the background")
     # The noise accord learns from servers' own ballots (backends/openai/_noise) is kept in a file of
     # this session's (each test's: below): nothing learned here reaches the user's cache.
     if "ACCORD_NOISE_FILE" not in os.environ:
@@ -54,6 +57,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or item.path.name in SLOW_FILES
         ):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get(SKIP_VLLM) != "1" and any(item.get_closest_marker("vllm_free") for item in session.items):
+        _start_early("free")  # the items left to run: a deselected test starts nothing
+
+
+#: Servers started in the background at collection (``_start_early``), taken up by their fixture.
+EARLY: dict[str, Any] = {}
+
+
+def _start_early(name: str) -> None:
+    """Spawn a vLLM the session's tests will ask for, at niceness 19, without waiting: it starts on
+    the CPU the tests leave idle (vLLM takes 40-90 s to start here) and is ready when first asked."""
+    from servers import VllmServer, model_folder
+
+    try:
+        server = VllmServer(model_folder(), compact_json=name != "free")
+        server.spawn(nice=19)
+    except Exception:  # the fixture starts it in the foreground and fails with the reason
+        return
+    EARLY[name] = server
+
+
+def pytest_sessionfinish() -> None:
+    for server in EARLY.values():  # started early but never asked for (deselected, or a failure)
+        server.close()
 
 
 @pytest.fixture(scope="session")
@@ -116,8 +146,16 @@ def vllm_free_server() -> Iterator[Any]:
         pytest.skip(f"{SKIP_VLLM}=1: the vLLM tests are skipped")
     from servers import model_folder, serve_vllm
 
-    with serve_vllm(model_folder(), compact_json=False) as server:
-        yield server
+    early = EARLY.pop("free", None)
+    if early is None:
+        with serve_vllm(model_folder(), compact_json=False) as server:
+            yield server
+        return
+    try:
+        early.wait_ready()
+        yield early
+    finally:
+        early.close()
 
 
 @pytest.fixture(autouse=True)

@@ -189,6 +189,7 @@ class VllmServer:
         self.log = Path(tempfile.mkstemp(prefix="accord-vllm-", suffix=".log")[1])
         self.process: subprocess.Popen[bytes] | None = None
         self.started_in: float | None = None  # seconds the last start took, until ready
+        self._begin = 0.0
 
     def log_tail(self, chars: int = 4000) -> str:
         try:
@@ -197,18 +198,32 @@ class VllmServer:
             return ""
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self, *, nice: int = 0) -> None:
+        """Start the process without waiting for it; ``nice``: at that niceness (a server started
+        early, in the background, on what CPU the tests leave idle), until :meth:`wait_ready`."""
         python = vllm_python()
         if not python.exists():
             raise RuntimeError(f"no vLLM virtualenv at {python} (make setup builds it; or set ${VLLM_PYTHON})")
-        begin = time.monotonic()
+        self._begin = time.monotonic()
+        niced = ["nice", "-n", str(nice)] if nice else []
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            self.process = subprocess.Popen([*niced, *self.command], stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+
+    def wait_ready(self) -> None:
+        """Give the spawned server's processes the usual priority back (where this user may: else it
+        serves at the niceness it started with) and wait until it answers."""
+        assert self.process is not None, "spawn() first"
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PGRP, self.process.pid, 0)  # the whole group: API server, engine, worker
         try:
             _wait_ready(self.process, Served(self.url, self.model, self.log), self.start_timeout, "vLLM")
         except BaseException:
             self.stop()
             raise
-        self.started_in = time.monotonic() - begin
+        self.started_in = time.monotonic() - self._begin
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -249,7 +249,7 @@ CLEAR_PROMPTS = [  # each a clear decision for this model in bfloat16 and float3
 ]  # not "I absolutely loved this movie." (free layout: positive and neutral tie in bfloat16, 0.13 apart in float32)
 
 
-@pytest.mark.parametrize("layout", ["compact", "free"])
+@pytest.mark.parametrize("layout", ["compact", pytest.param("free", marks=pytest.mark.vllm_free)])
 def test_the_reference_writes_what_the_server_writes_on_clear_prompts_in_the_layout_its_answers_show(layout, request, local_model,
                                                                                                     tmp_path, monkeypatch):
     server = request.getfixturevalue("vllm_server" if layout == "compact" else "vllm_free_server")
