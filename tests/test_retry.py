@@ -225,3 +225,28 @@ def test_non_retryable_backend_errors_end_in_a_backend_error() -> None:
         Stabilizer(models.function(broken), schema=Review, vote=Vote(k=3)).run("q")
     assert info.value.result is not None
     assert info.value.result.calls == 2  # two slots fail; no answer can reach the quorum
+
+
+class _Margined(accord.models.ScriptedBackend):
+    gives_margins = True
+
+
+def test_a_slot_that_retraces_a_spent_slot_s_failure_byte_for_byte_is_not_asked_again() -> None:
+    """The gate ran slot 0 alone and it spent its three attempts on failing answers; slots 1 and 2
+    write slot 0's first answer at their first attempt: their retries would be the requests slot 0
+    already made (the same feedback on the same prompt), so they end there. A slot that writes
+    anything else is asked again as before."""
+    bad = Completion('{"stars": 9, "sentiment": "positive"}', margins=(5.0,))
+    worse = Completion('{"stars": 0, "sentiment": "positive"}', margins=(5.0,))
+    vote = Vote(k=3, gate=accord.MarginGate(floor=1.0))
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(_Margined([bad, worse, worse, bad, bad]), schema=Review, vote=vote, retry=Retry(attempts=3)).run("q")
+    ballots = caught.value.result.ballots
+    assert [(b.slot, b.attempt, b.status) for b in ballots] == [(0, 1, "invalid"), (0, 2, "invalid"), (0, 3, "invalid"),
+                                                                (1, 1, "invalid")], ballots  # then no quorum is left to reach
+    # Slot 1 writes another failing answer: asked again, and its valid retry counts.
+    other = Completion('{"stars": 7, "sentiment": "positive"}', margins=(5.0,))
+    good = Completion(GOOD, margins=(5.0,))
+    result = Stabilizer(_Margined([bad, bad, bad, other, good, good]), schema=Review, vote=vote, retry=Retry(attempts=3)).run("q")
+    assert result.value == Review.model_validate_json(GOOD)
+    assert [(b.slot, b.attempt, b.status) for b in result.ballots][3:] == [(1, 1, "invalid"), (1, 2, "valid"), (2, 1, "valid")]

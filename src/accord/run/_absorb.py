@@ -4,7 +4,10 @@ extract -> normalize -> validate -> canonicalize), the ballot recorded, and then
     valid              cast in the ballot box; the slot is finished
     invalid            asked again with the errors as feedback, while ``Retry.attempts`` allow;
                        while every output of the run is unreadable (no value in it at all), one
-                       slot's retries stand for all (``_unreadable``)
+                       slot's retries stand for all (``_unreadable``); an output that repeats,
+                       byte for byte, what a slot that spent every attempt without a valid value
+                       wrote at the same attempt ends its slot (its retries would be the requests
+                       that slot made)
     looped             stopped in a loop (``finish_reason="loop"``, the backend saw it) or cut
                        off at ``max_tokens`` inside one (``read._loops``): asked again with one
                        feedback block naming the field and the stretch, never with more tokens,
@@ -50,7 +53,7 @@ from ..vote._vote import Vote
 from ._box import Box
 from ._calls import Call, Outcome, Slot
 from ._policy import Policy
-from ._unreadable import DROP, HOLD, Held, Unreadable
+from ._unreadable import DROP, HOLD, RETRY, Held, Unreadable
 
 UNGATED = MarginGate()  # reads the smallest margin only
 
@@ -117,6 +120,7 @@ class Absorb:
     deployment: str | None  # "serving" or "reference" when the backend has a reference
     prose: frozenset[str]  # the run's prose paths: where a text that ran out is closed (read/_close)
     unread: Unreadable  # while every output is unreadable, one slot's retries stand for all (_unreadable)
+    ballots: list[Ballot]
 
     if TYPE_CHECKING:  # the loop's own, where the run asks again and records a ballot
 
@@ -219,6 +223,8 @@ class Absorb:
     def retry_output(self, slot: Slot, call: Call, completion: Completion, reading: Misreading, *, ballot: Ballot) -> None:
         retry = self.policy.retry
         then = self.unread.retry(slot.index)  # while every output is unreadable: the lead retries, the others wait
+        if then == RETRY and self.retraced(slot, call, completion):
+            then = DROP  # its retries are the requests another slot already made, and they failed
         if then == HOLD:
             self.unread.held.append(Held(slot, call, completion, reading, ballot))
             return
@@ -250,6 +256,21 @@ class Absorb:
         tighter = bounded(request.schema, completion.text or "", found) if found is not None else iso_dates(request.schema, reading.errors)
         again = self.request(slot.index, feedback, request.settings, request.perturbation)
         self.call(slot, replace(again, schema=tighter or request.schema))
+
+    def retraced(self, slot: Slot, call: Call, completion: Completion) -> bool:
+        """This failed output repeats, byte for byte, what another slot wrote at the same attempt,
+        and that slot made every attempt it had without a valid value: this slot's retries would
+        send the requests it sent (the same feedback on the same prompt), so they are not sent."""
+        text, attempt = completion.text, call.request.attempt
+        if not text:
+            return False
+        for other in self.slots:
+            if other is slot or not other.seat.finished or other.seat.fault is not None or self.policy.retry.again(other.outputs, 0.0):
+                continue
+            mine = [b for b in self.ballots if b.slot == other.index]
+            if not any(b.status == "valid" for b in mine) and any(b.attempt == attempt and b.text == text for b in mine):
+                return True
+        return False
 
     def fault(self, slot: Slot, call: Call, error: AccordError, seconds: float, started: float) -> None:
         usage = Usage(seconds=seconds, calls=1)
