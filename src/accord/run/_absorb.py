@@ -244,7 +244,8 @@ class Absorb:
             # An honest cut-off: same question, more room; not re-asked with feedback.
             current = request.settings.max_tokens or self.backend.default_max_tokens
             self.again(slot, ballot, "truncated")
-            self.call(slot, request.with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
+            again = self.request(slot.index, request.feedback, request.settings, request.perturbation)  # as shown now (shows_schema)
+            self.call(slot, replace(again, schema=request.schema).with_settings(max_tokens=math.ceil(current * retry.grow_max_tokens)))
             return
         # Invalid, or looped: asked again with one feedback block (a loop's names the field and
         # the stretch), the same max_tokens: a greedy loop repeats to any length. A loop's retry

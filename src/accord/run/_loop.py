@@ -116,17 +116,14 @@ class _Run(Absorb):
         self.predicting = floors is not None
         decisions = Decisions(schema.roles(vote.role_overrides), source_text(prompt))
         self.box = Box(vote, schema, floors, computations, self.gating, decisions=decisions)
-        # Where a value that ran out is closed rather than asked again (read/_close, backends/local/_loops).
-        closes = policy.retry.close_prose
+        closes = policy.retry.close_prose  # where a value that ran out is closed, not asked again (read/_close, local/_loops)
         self.prose = frozenset(render(pattern) for pattern in decisions.prose) if closes else frozenset()
         self.labels = frozenset(render(pattern) for pattern in decisions.roles.labels) if closes else frozenset()
-        # The schema is shown on every backend, constraining or not (Prompting(schema_in_prompt=)):
-        # a model forced into keys it was never told writes choices it would not make (docs/prompting.md).
-        self.hint = shows_schema(policy.hint, schema, backend) if hint is None else hint  # a reference: the serving prompt
+        # The schema is shown on every backend, constraining or not (Prompting(schema_in_prompt=); docs/prompting.md).
+        self.hint, self.told = policy.hint if hint is None else hint, hint  # told: a reference's, the serving prompt's
         self.shape = shape_of(schema)
         self.t0 = clock()
-        if self.hint:
-            schema.render()  # once per schema (bounded and cached; ``_signature``), on the run's clock
+        _ = schema.render() if self.hint else None  # once per schema (bounded and cached; ``_signature``), on the run's clock
         self.slots: list[Slot] = []
         self.ready: list[Call] = []
         self.delayed: list[tuple[float, Call]] = []  # (when, call): retries after a backoff
@@ -282,7 +279,7 @@ class _Run(Absorb):
         now = self.clock()
         policy = replace(self.policy, vote=Vote(k=1), perturb=None, retry=referred.held_to(self.policy.retry, self.slots[0].outputs),
                          budget=referred.budget_left(self.policy.budget, self.spent(now), self.started, self.usage))
-        run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference", hint=self.hint)
+        run = _Run(self.asked_prompt, self.schema, reference, policy, self.clock, watch=self.watch, deployment="reference", hint=self.shown())
         decided = yield from run.loop()
         if decided.key is None and decided.stopped_because != BUDGET and referred.has_room(self.policy.budget, self.started + len(decided.ballots)):
             self.ballots += [replace(b, slot=b.slot + self.vote.k) for b in decided.ballots]
@@ -322,8 +319,11 @@ class _Run(Absorb):
         self.slots.append(slot)
         self.call(slot, request)
 
+    def shown(self) -> bool:  # per request: a choice is listed again once the server refuses its format (shows_schema)
+        return self.told if self.told is not None else shows_schema(self.hint, self.schema, self.backend)
+
     def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request:
-        text = build_input(self.prompt, self.schema, hint=self.hint, feedback=feedback)
+        text = build_input(self.prompt, self.schema, hint=self.shown(), feedback=feedback)
         settings = replace(settings, max_tokens=self.sized) if settings.max_tokens is None and self.sized else settings
         return Request(self.prompt, text, self.schema, settings, index, 1, feedback, perturbation, prose=self.prose, labels=self.labels)
 
