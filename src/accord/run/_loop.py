@@ -119,11 +119,11 @@ class _Run(Absorb):
         closes = policy.retry.close_prose  # where a value that ran out is closed, not asked again (read/_close, local/_loops)
         self.prose = frozenset(render(pattern) for pattern in decisions.prose) if closes else frozenset()
         self.labels = frozenset(render(pattern) for pattern in decisions.roles.labels) if closes else frozenset()
-        # The schema is shown on every backend, constraining or not (Prompting(schema_in_prompt=); docs/prompting.md).
-        self.hint, self.told = policy.hint if hint is None else hint, hint  # told: a reference's, the serving prompt's
+        self.hint = policy.hint if hint is None else hint  # Prompting(schema_in_prompt=); a reference: as served (shown())
         self.shape = shape_of(schema)
         self.t0 = clock()
-        _ = schema.render() if self.hint else None  # once per schema (bounded and cached; ``_signature``), on the run's clock
+        if self.hint:
+            schema.render()  # once per schema (bounded and cached; ``_signature``), on the run's clock
         self.slots: list[Slot] = []
         self.ready: list[Call] = []
         self.delayed: list[tuple[float, Call]] = []  # (when, call): retries after a backoff
@@ -319,8 +319,8 @@ class _Run(Absorb):
         self.slots.append(slot)
         self.call(slot, request)
 
-    def shown(self) -> bool:  # per request: a choice is listed again once the server refuses its format (shows_schema)
-        return self.told if self.told is not None else shows_schema(self.hint, self.schema, self.backend)
+    def shown(self) -> bool:  # per request (docs/prompting.md): a choice is listed once its format is refused (shows_schema)
+        return self.hint if self.deployment == "reference" else shows_schema(self.hint, self.schema, self.backend)
 
     def request(self, index: int, feedback: Feedback | None, settings: Settings, perturbation: Any) -> Request:
         text = build_input(self.prompt, self.schema, hint=self.shown(), feedback=feedback)
