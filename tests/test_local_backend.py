@@ -155,6 +155,7 @@ def test_greedy_ignores_model_defaults_and_warns_on_user_filters(local_model: An
             return built[-1]
 
         monkeypatch.setattr(type(model.model), "_get_logits_processor", spy)
+        monkeypatch.setenv("ACCORD_JUMP_FORWARD", "0")  # through model.generate (the jump loop builds no processor of its own)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             completion = ask(model, "Say hello.", str, max_tokens=8, top_p=0.9, top_k=3)
@@ -244,3 +245,53 @@ def test_folder_is_servable_and_fingerprinted(local_model: Any) -> None:
     assert re.fullmatch(r"SmolLM2-135M-Instruct-Q4_1@sha256:[0-9a-f]{16}", local_model.fingerprint)
     assert local_model.describe()["dtype"] == "float32"
 
+
+
+class Invoice(BaseModel):
+    vendor: str
+    invoice_number: str
+    quantity: int
+    currency: Literal["USD", "EUR", "GBP"]
+
+
+@pytest.mark.parametrize("layout", ["indent-2", "compact"])  # xgrammar writes the indented layout, llguidance the compact
+def test_forced_text_is_fed_in_without_asking_the_model(local_model: Any, monkeypatch: Any, layout: str) -> None:
+    """Jump-forward decoding (._jump): the keys and punctuation the grammar forces cost no forward
+    pass of their own, the text is the one step-by-step greedy decoding writes, and each forced
+    token is recorded as a step with one allowed token."""
+    model = sibling(local_model, layout=layout)
+    prompt = "Invoice INV-2291 from Harbor Tools Ltd: 3 hammers, paid in euros. Extract it."
+    forwards: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: forwards.append(1), with_kwargs=True)
+    try:
+        jumped = ask(model, prompt, Invoice, max_tokens=120)
+        jumped_forwards = len(forwards)
+        monkeypatch.setenv("ACCORD_JUMP_FORWARD", "0")
+        forwards.clear()
+        stepped = ask(model, prompt, Invoice, max_tokens=120)
+    finally:
+        hook.remove()
+    assert jumped.text == stepped.text and Invoice.model_validate_json(jumped.text)
+    assert len(forwards) == stepped.usage.completion_tokens  # one pass per token (the prompt's included)
+    assert jumped_forwards < len(forwards) * 0.7  # the keys went in with the tokens before them
+    assert len(jumped.margins) == jumped.usage.completion_tokens
+    forced = sum(math.isinf(m) for m in jumped.margins)
+    assert forced >= sum(math.isinf(m) for m in stepped.margins) and forced >= jumped.usage.completion_tokens - jumped_forwards
+    assert jumped.finish_reason == stepped.finish_reason == "stop"
+
+
+def test_sampling_and_perturbed_calls_ask_the_model_for_every_token(local_model: Any) -> None:
+    model = sibling(local_model)
+    prompt = "Invoice INV-2291 from Harbor Tools Ltd: 3 hammers, paid in euros. Extract it."
+    forwards: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda module, args, kwargs: forwards.append(1), with_kwargs=True)
+    try:
+        sampled = ask(model, prompt, Invoice, max_tokens=120, temperature=0.7, seed=3)
+        assert len(forwards) == sampled.usage.completion_tokens
+        forwards.clear()
+        request = accord.Request(prompt, prompt, accord.Schema.of(Invoice), accord.Settings(max_tokens=120),
+                                 perturbation=accord.Perturbation("threads", 1))
+        perturbed = model.generate(request)
+        assert len(forwards) == perturbed.usage.completion_tokens
+    finally:
+        hook.remove()

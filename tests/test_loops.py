@@ -351,8 +351,8 @@ def test_a_whole_answer_that_loops_to_max_tokens_is_a_loop_found_after_the_fact(
 
 # -- the embedded model, stopped in a real loop ---------------------------------------------------
 
-# Shown the schema and writing its own layout, the model loops in the summary once the ticket says it four times.
-BANK = "Summarize this support ticket. Ticket: I was charged twice." + " I'm disputing with my bank now." * 4
+# Shown the schema and writing its own layout, the model loops in the summary once the ticket says it five times.
+BANK = "Summarize this support ticket. Ticket: I was charged twice." + " I'm disputing with my bank now." * 5
 
 
 def test_the_embedded_model_looping_in_prose_closes_the_string_within_the_call(local_model: Any) -> None:

@@ -36,6 +36,7 @@ from ._calibrate import known_floors, noise_floors
 from ._constrain import DEFAULT_COMPILE_TIMEOUT, Constrainer, Served, engine_chain
 from ._deltas import TextDeltas
 from ._forced import forced_logits, text_ids
+from ._jump import generated
 from ._layout import check_layout, own_layout
 from ._load import call_settings, greedy_defaults, load, model_id_of, open_model, vocab_size, weights_hash
 from ._loops import LOOP, Closing, LoopStop
@@ -195,7 +196,7 @@ class TransformersBackend(Backend):
         with self._guard():
             served = self.constrainer_for(engine).processor(request.schema, layout)
             return self._generate(request.input, request.settings, served, start, request.perturbation, streamer=streamer,
-                                  prose=request.prose, labels=request.labels)
+                                  prose=request.prose, labels=request.labels, jump=whitespace is None)
 
     def stream(self, request: Request) -> Iterator[str | Completion]:
         """:meth:`generate`, its text handed out as it is decoded (``generate`` runs in a worker
@@ -241,7 +242,7 @@ class TransformersBackend(Backend):
 
     def _generate(
         self, prompt: Prompt, settings: Settings, served: Served | None, start: float, perturbation: Perturbation | None = None,
-        *, streamer: Any = None, prose: frozenset[str] = frozenset(), labels: frozenset[str] = frozenset(),
+        *, streamer: Any = None, prose: frozenset[str] = frozenset(), labels: frozenset[str] = frozenset(), jump: bool = False,
     ) -> Completion:
         inputs = self.encode(prompt)
         prompt_tokens = int(inputs["input_ids"].shape[1])
@@ -251,7 +252,7 @@ class TransformersBackend(Backend):
         perturbation = perturbation if perturbation is not None else self.condition
         stop = self.closing.stop(0, self.base_config.eos_token_id, prose, labels, max_new) if self.stop_loops and served else None
         processors = [served.processor, *self.closing.processors(stop), recorder] if served else [recorder]
-        new, dtype = self._decode(inputs, settings, config, processors, perturbation, streamer=streamer, stop=stop)
+        new, dtype = self._decode(inputs, settings, config, processors, perturbation, streamer=streamer, stop=stop, jump=jump)
         recorder.keep(new)
         written = len(new)
         closed, pieces = self.closing.trim(new, recorder, stop) if stop is not None and stop.closed else ((), None)
@@ -287,11 +288,11 @@ class TransformersBackend(Backend):
         return meta
 
     def _decode(self, inputs: Any, settings: Settings, config: Any, processors: list[Any], perturbation: Perturbation | None, *,
-                streamer: Any, stop: LoopStop | None) -> tuple[list[int], str]:
+                streamer: Any, stop: LoopStop | None, jump: bool = False) -> tuple[list[int], str]:
         """One generation under its perturbation: the new token ids and the dtype it computed in.
-        ``stop``: a constrained call's loop check (``._loops``), told where row 0's tokens start."""
+        ``stop``: a constrained call's loop check (``._loops``), told where row 0's tokens start;
+        ``jump``: forced text may be fed in without asking the model (``._jump``; unperturbed calls only)."""
         import torch
-        from transformers import LogitsProcessorList
 
         ends = self.base_config.eos_token_id
         seed = settings.seed if config.do_sample else None
@@ -302,11 +303,8 @@ class TransformersBackend(Backend):
         ):
             if stop is not None:
                 stop.width = run.width
-            out = run.model.generate(
-                **run.inputs, generation_config=config, logits_processor=LogitsProcessorList(processors),
-                tokenizer=self.tokenizer if config.stop_strings else None, streamer=streamer,
-                stopping_criteria=[stop] if stop else None,
-            )
+            out = generated(run.model, run.inputs, config, processors, stop=stop, streamer=streamer, tokenizer=self.tokenizer,
+                            jump=jump and perturbation is None)
         new = until_end(out[0, run.width:].tolist(), ends)
         return new, str(run.model.dtype).removeprefix("torch.")
 
