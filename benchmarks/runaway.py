@@ -11,7 +11,9 @@ schemas:
   bounded     ``line_items: list[LineItem] = Field(max_length=5)``, the quantity and the prices
               with ranges (docs/retry.md, "Bound your schema")
 
-Printed per schema and invoice: seconds to a valid value or a typed error, calls, whether any call
+Printed per schema and invoice: seconds to a valid value or a typed error, calls, tokens written
+and the model's forward passes (fewer than tokens where forced text was fed in, docs/local.md,
+"Forced text"; ``ACCORD_JUMP_FORWARD=0`` asks the model for every token), whether any call
 asked for more ``max_tokens`` than the first (a grown call: the runaway this guards against), the
 runaways caught (``error["loop"]["runaway"]``), and right on gold (apps_fields.right_on_gold).
 Then the targets of issue 45: unbounded, a valid value or a typed runaway error within 30 s and
@@ -22,6 +24,7 @@ run it quiet. ``--quick`` (the suite): invoice-3, unbounded only (its line items
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from decimal import Decimal
@@ -56,6 +59,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {"unbounded": Invoice, "bounded": BoundedI
 
 def decide(model: Any, schema: type[BaseModel], item: dict[str, Any], seconds: float) -> dict[str, Any]:
     """One invoice under one schema: what it took and what came out."""
+    passes: list[int] = []
+    hook = model.model.register_forward_pre_hook(lambda *_: passes.append(1))
     started = time.perf_counter()
     stabilizer = accord.Stabilizer(model, schema=schema, budget=accord.Budget(max_seconds=seconds))
     try:
@@ -64,14 +69,16 @@ def decide(model: Any, schema: type[BaseModel], item: dict[str, Any], seconds: f
     except accord.AccordError as exc:
         result, error = exc.result, type(exc).__name__
     took = time.perf_counter() - started
+    hook.remove()
     ballots = list(result.ballots) if result is not None else []
+    tokens = sum(b.usage.completion_tokens or 0 for b in ballots)
     runaways = [b.error["loop"]["runaway"] for b in ballots if b.error and (b.error.get("loop") or {}).get("runaway")]
     # a call cut off with no loop or runaway found is asked again with more max_tokens: grown
     grown = any(b.error and b.error.get("stage") == "truncated" and any(a.slot == b.slot and a.attempt > b.attempt for a in ballots)
                 for b in ballots)
     schema_ = accord.Schema.of(schema)
     right = bool(result is not None and result.value is not None and right_on_gold(schema_, item["gold"], schema_.dump(result.value)))
-    return {"id": item["id"], "seconds": round(took, 1), "calls": len(ballots), "error": error, "valid": error is None and result is not None,
+    return {"id": item["id"], "seconds": round(took, 1), "calls": len(ballots), "tokens": tokens, "passes": len(passes), "error": error, "valid": error is None and result is not None,
             "grown": grown, "runaways": runaways, "right": right}
 
 
@@ -85,13 +92,16 @@ def main() -> None:
     model = accord.models.local()
     model.generate  # noqa: B018 - loaded before the clock starts
     model.describe()
-    print(f"embedded: {model.fingerprint}, layout {getattr(model, 'layout', '?')}; {len(items)} invoices, quiet, one at a time")
+    jump = os.environ.get("ACCORD_JUMP_FORWARD", "1") != "0"
+    print(f"embedded: {model.fingerprint}, layout {getattr(model, 'layout', '?')}, forced text {'fed in' if jump else 'asked for'}; "
+          f"{len(items)} invoices, quiet, one at a time")
     rows: dict[str, list[dict[str, Any]]] = {}
     for name, schema in SCHEMAS.items() if not args.quick else [("unbounded", Invoice)]:
         rows[name] = [decide(model, schema, item, args.seconds) for item in items]
         for row in rows[name]:
             outcome = "valid" if row["valid"] else row["error"]
-            print(f"  {name:9} {row['id']:10} {row['seconds']:6.1f} s  {row['calls']} calls  {outcome:15} "
+            print(f"  {name:9} {row['id']:10} {row['seconds']:6.1f} s  {row['calls']} calls  {row['tokens']:4} tokens  "
+                  f"{row['passes']:4} passes  {outcome:15} "
                   f"right={'yes' if row['right'] else 'no':3}  grown={'yes' if row['grown'] else 'no':3}  runaways={row['runaways']}")
     if args.quick:
         report_quick(rows["unbounded"])
@@ -102,6 +112,7 @@ def main() -> None:
 def report_quick(free: list[dict[str, Any]]) -> None:
     row = free[0]
     print(f"unbounded, {row['id']}: {'valid' if row['valid'] else row['error']} in {row['seconds']:.1f} s, {row['calls']} calls, "
+          f"{row['tokens']} tokens in {row['passes']} forward passes, "
           f"grown {'yes' if row['grown'] else 'no'}, runaways caught {len(row['runaways'])}")
 
 
@@ -113,6 +124,7 @@ def report(rows: dict[str, list[dict[str, Any]]]) -> None:
     for name, group in rows.items():
         n = len(group)
         print(f"{name}: valid {sum(r['valid'] for r in group)}/{n}, right {sum(r['right'] for r in group)}/{n}, "
+              f"tokens {sum(r['tokens'] for r in group)}, passes {sum(r['passes'] for r in group)}, "
               f"calls {sum(r['calls'] for r in group) / n:.2f} per invoice, seconds max {max(r['seconds'] for r in group):.1f}, "
               f"grown {sum(r['grown'] for r in group)}, runaways caught {sum(len(r['runaways']) for r in group)}")
     print(f"target (unbounded): valid or a typed error within {UNBOUNDED_SECONDS:.0f} s, never grown: "

@@ -1,10 +1,11 @@
 """Any local causal LM through Hugging Face transformers, grammar-constrained with outlines.
 
-``accord.models.transformers(path_or_model)``. The backend runs ``model.generate`` itself, so it
-sees the logits at every step. Two logits processors run after the model's own: the grammar
-engine's mask (see ``_constrain``), then ``_steps.StepRecorder``, which keeps for each generated
-token the gap between the best and the second-best *allowed* logit (``Completion.margins``) and
-the chosen token's log-probability (``Completion.score`` is their mean).
+``accord.models.transformers(path_or_model)``. The backend runs ``model.generate`` itself (or
+``_jump``'s loop of the same steps), so it sees the logits at every step. Two logits processors
+run after the model's own: the grammar engine's mask (see ``_constrain``), then
+``_steps.StepRecorder``, which keeps for each generated token the gap between the best and the
+second-best *allowed* logit (``Completion.margins``) and the chosen token's log-probability
+(``Completion.score`` is their mean).
 
 Greedy means greedy: with ``temperature=0`` nothing filters the logits but the grammar. The
 model's own generation defaults (temperature, top-k, top-p, repetition penalty, ...) are set
