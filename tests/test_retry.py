@@ -244,6 +244,20 @@ def test_a_slot_that_retraces_a_spent_slot_s_failure_byte_for_byte_is_not_asked_
     ballots = caught.value.result.ballots
     assert [(b.slot, b.attempt, b.status) for b in ballots] == [(0, 1, "invalid"), (0, 2, "invalid"), (0, 3, "invalid"),
                                                                 (1, 1, "invalid")], ballots  # then no quorum is left to reach
+    # Five slots (quorum 3): a quorum is still in reach after slot 1, but slot 1's first request,
+    # which slot 0 also sent, retraced it: every slot not yet opened would send it too.
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(_Margined([bad, worse, worse, bad, bad, bad]), schema=Review, vote=Vote(k=5, gate=accord.MarginGate(floor=1.0)),
+                   retry=Retry(attempts=3)).run("q")
+    assert [(b.slot, b.attempt) for b in caught.value.result.ballots] == [(0, 1), (0, 2), (0, 3), (1, 1)]
+    assert caught.value.result.stopped_because == "no valid ballot"
+    assert "repeated, byte for byte, the first ballot's" in str(caught.value)
+    # A retrace at a later attempt says nothing of a first request: the next slot is opened.
+    first = Completion('{"stars": 8, "sentiment": "positive"}', margins=(5.0,))
+    with pytest.raises(accord.InvalidOutput) as caught:
+        Stabilizer(_Margined([bad, worse, worse, first, worse, bad, bad, bad, bad]), schema=Review,
+                   vote=Vote(k=5, gate=accord.MarginGate(floor=1.0)), retry=Retry(attempts=3)).run("q")
+    assert [(b.slot, b.attempt) for b in caught.value.result.ballots][:6] == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (2, 1)]
     # Slot 1 writes another failing answer: asked again, and its valid retry counts.
     other = Completion('{"stars": 7, "sentiment": "positive"}', margins=(5.0,))
     good = Completion(GOOD, margins=(5.0,))

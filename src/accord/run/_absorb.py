@@ -225,6 +225,8 @@ class Absorb:
         then = self.unread.retry(slot.index)  # while every output is unreadable: the lead retries, the others wait
         if then == RETRY and self.retraced(slot, call, completion):
             then = DROP  # its retries are the requests another slot already made, and they failed
+            # a first request retraced: a slot not yet opened would send it too (a reference still decides)
+            self.box.retraced = self.box.retraced or (call.request.attempt == 1 and self.deployment != "serving")
         if then == HOLD:
             self.unread.held.append(Held(slot, call, completion, reading, ballot))
             return

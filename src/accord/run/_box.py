@@ -13,7 +13,8 @@ fault). After every step it asks for the :meth:`Box.verdict`, checked in this or
     settled    counting the unrun ballots that the finished ones predict (``_predict``), the
                leader holds the quorum and cannot be caught
     unreadable every output unreadable, the lead slot's retries spent, nothing left in flight:
-               "no valid ballot" (``_unreadable``)
+               "no valid ballot" (``_unreadable``); the same once a slot's first failed output
+               retraced, byte for byte, a slot that spent every attempt (``_absorb``)
     hopeless   no answer can reach the quorum: "no quorum" (valid ballots) or "no valid ballot"
 
 The budget is the loop's to judge. Once the run is over, ``_outcome`` builds the Result from what
@@ -122,6 +123,7 @@ class Box:
         self.fallback: list[dict[str, Any]] | None = None  # why the assembly did not validate
         self.predicted: dict[str, int] = {}  # unrun ballots counted when the vote settled
         self.unreadable = False  # every output unreadable, and the lead's retries spent (run/_unreadable)
+        self.retraced = False  # a first failed output retraced a spent slot's: no other slot is opened (run/_absorb)
         self.unasked = 0  # slots that rule ended without asking them again
         # The learned gate (vote/_gate): slot 0 accepted but checked (its server), what the vote made of
         # it (True: kept, False: contradicted), and whether slot 0 ran at a load with no samples yet.
@@ -258,8 +260,8 @@ class Box:
         decided = self.decide_fields(tally) if self.vote.fieldwise and self.flats else self.decide_whole(tally)
         if decided:
             return decided
-        if self.unreadable and self.all_done and not tally.valid:
-            return Verdict("no valid ballot", None)  # the others would be asked the same prompt (run/_unreadable)
+        if (self.unreadable or self.retraced) and self.all_done and not tally.valid:
+            return Verdict("no valid ballot", None)  # the others would be asked the same prompt (run/_unreadable, _absorb)
         settled = self.settle()
         if settled:
             return settled

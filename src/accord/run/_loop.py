@@ -298,9 +298,9 @@ class _Run(Absorb):
             return
         if self.gating and opened == 1 and not self.slots[0].seat.finished:
             return  # the gate may accept slot 0 alone: wait for it
-        if (self.gating and opened == 0) or self.predicting:
-            if self.box.all_done:
-                self.open()  # one at a time: each finished ballot may predict the rest
+        if (self.gating and (opened == 0 or not self.box.tally().valid)) or self.predicting:
+            if self.box.all_done:  # one at a time: each finished ballot may predict the rest, or retrace a spent one (_absorb)
+                self.open()
             return
         target = self.box.quorum if self.vote.stop_rule else k
         if opened < target:

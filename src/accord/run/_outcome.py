@@ -224,6 +224,9 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
         others = f", {box.unasked} other ballot{'s' * (box.unasked != 1)} not asked again" if box.unasked else ""
         detail = (" (no output held a value to read, and the first ballot's retries with feedback found none either: "
                   f"the run stopped there{others}){detail}")
+    elif box.retraced and not box.tally().hopeless:  # the retrace rule ended the run (run/_absorb)
+        detail = (" (a second ballot's first output repeated, byte for byte, the first ballot's, whose every attempt failed: "
+                  f"the other ballots would have been asked the same, and were not){detail}")
     return InvalidOutput(f"no valid output in {len(ballots)} calls{ran_out(ballots)}{detail}")
 
 
