@@ -220,14 +220,19 @@ def error(box: Box, reason: str, votes: dict[str, int], ballots: Sequence[Ballot
         return BackendError(f"every ballot failed in the backend; last: {last}", status=status)
     last_error = next((b.error for b in reversed(ballots) if b.error), None)
     detail = f"; last: {last_error['message']}" if last_error else ""
-    if box.unreadable and (box.unasked or not box.tally().hopeless):  # the rule ended the run, not the quorum
+    return InvalidOutput(f"no valid output in {len(ballots)} calls{ran_out(ballots)}{stopped_early(box)}{detail}")
+
+
+def stopped_early(box: Box) -> str:
+    """Why a run with no valid ballot ended before its quorum was out of reach, when a rule ended it."""
+    if box.unreadable and (box.unasked or not box.tally().hopeless):  # run/_unreadable
         others = f", {box.unasked} other ballot{'s' * (box.unasked != 1)} not asked again" if box.unasked else ""
-        detail = (" (no output held a value to read, and the first ballot's retries with feedback found none either: "
-                  f"the run stopped there{others}){detail}")
-    elif box.retraced and not box.tally().hopeless:  # the retrace rule ended the run (run/_absorb)
-        detail = (" (a second ballot's first output repeated, byte for byte, the first ballot's, whose every attempt failed: "
-                  f"the other ballots would have been asked the same, and were not){detail}")
-    return InvalidOutput(f"no valid output in {len(ballots)} calls{ran_out(ballots)}{detail}")
+        return (" (no output held a value to read, and the first ballot's retries with feedback found none either: "
+                f"the run stopped there{others})")
+    if box.retraced and not box.tally().hopeless:  # run/_absorb
+        return (" (a second ballot's first output repeated, byte for byte, the first ballot's, whose every attempt failed: "
+                "the other ballots would have been asked the same, and were not)")
+    return ""
 
 
 RAN_OUT = {"invalid output (loop)": "looped", "invalid output (truncated)": "cut off at max_tokens"}
