@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -171,6 +172,30 @@ class _EagerMask:
             guide.write_mask_into(mask.data_ptr(), mask.numel(), mask.element_size())
             apply_bitmask(logits[i : i + 1], mask)
         return logits
+
+
+def forces(processor: Any) -> bool:
+    """Whether :func:`forced_by` can read what ``processor``'s grammar forces: llguidance's and
+    xgrammar's processors can, outlines_core's cannot."""
+    return isinstance(processor, _FromTemplate) or hasattr(processor, "compiled_grammar")  # xgrammar: outlines' own
+
+
+def forced_by(processor: Any, token: int) -> tuple[str, Callable[[int], bool]] | None:
+    """What the grammar behind ``processor`` forces once ``token`` is written, read on a copy of
+    its state (the processor's own does not move; its matchers exist from its first step): the
+    forced text, and the copy's way to take one more token (False: not allowed). None where the
+    grammar refuses ``token`` or cannot tell (:func:`forces`)."""
+    if isinstance(processor, _FromTemplate):  # llguidance
+        taking = processor.ll_matchers[0].deep_copy()
+        if not taking.consume_token(token):
+            return None
+        return bytes(taking.compute_ff_bytes()).decode("utf-8", errors="ignore"), taking.consume_token
+    if hasattr(processor, "compiled_grammar"):  # xgrammar (outlines' processor)
+        forked = processor._matchers[0].fork()
+        if not forked.accept_token(token):
+            return None
+        return str(forked.find_jump_forward_string()), forked.accept_token
+    return None
 
 
 def new_bitmask(rows: int, vocab_size: int) -> Any:

@@ -16,7 +16,7 @@ difference a server's batching makes. Each forced token is recorded as a step wi
 token (margin ``inf``), as the recorder records one the grammar alone decides.
 
 Used for greedy, unperturbed, one-row calls in the model's own layout whose grammar engine can
-tell what it forces (xgrammar, llguidance; see :func:`jumps`). Every other call runs
+tell what it forces (xgrammar, llguidance: ``_engines.forces``). Every other call runs
 ``model.generate``: sampling, a perturbed ballot (its own numeric path on purpose), and a
 reference deployment decoding as the server it stands for (``whitespace=``), since a server asks
 its model for every token. ``ACCORD_JUMP_FORWARD=0`` turns it off.
@@ -28,6 +28,7 @@ import math
 import os
 from typing import Any
 
+from ._engines import forced_by, forces
 from ._steps import token_ids
 
 
@@ -52,26 +53,16 @@ def jumps(processor: Any, config: Any, inputs: dict[str, Any]) -> bool:
         return False
     if int(inputs["input_ids"].shape[0]) != 1:
         return False
-    return hasattr(processor, "compiled_grammar") or hasattr(processor, "template")  # xgrammar's, llguidance's (._engines)
+    return forces(processor)
 
 
 def forced_after(processor: Any, token: int, tokenizer: Any, room: int) -> list[int]:
     """The tokens the grammar forces once ``token`` is written (at most ``room``), in the
     tokenizer's spelling, the last one left to the model. The grammar's own state is not moved."""
-    if room <= 1:
+    found = forced_by(processor, token) if room > 1 else None
+    if found is None:
         return []
-    if hasattr(processor, "compiled_grammar"):  # xgrammar (outlines' processor; its matchers made at its first step)
-        matcher = processor._matchers[0].fork()
-        if not matcher.accept_token(token):
-            return []
-        text = str(matcher.find_jump_forward_string())
-        accept = matcher.accept_token
-    else:  # llguidance (outlines' processor)
-        matcher = processor.ll_matchers[0].deep_copy()
-        if not matcher.consume_token(token):
-            return []
-        text = bytes(matcher.compute_ff_bytes()).decode("utf-8", errors="ignore")
-        accept = matcher.consume_token
+    text, accept = found
     if not text:
         return []
     spelled = list(tokenizer.encode(text, add_special_tokens=False))[:-1][: room - 1]
